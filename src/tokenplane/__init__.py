@@ -1,0 +1,3 @@
+"""tokenplane: a token-native gateway and control plane for LLM inference."""
+
+__version__ = "0.1.0"
