@@ -1,0 +1,74 @@
+"""Limits bound to scopes and to the calendar window in force at a given instant."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tokenplane.admission.amounts import unit_index
+from tokenplane.admission.book import Wire
+from tokenplane.admission.limits import LimitRule, ScopeLimits
+from tokenplane.admission.scopes import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class BoundLimit:
+    """One rule of one scope, with the calendar window current at bind time."""
+
+    scope: Scope
+    rule: LimitRule
+    win: int = 0
+    win_end_ms: int = 0
+
+    @property
+    def key(self) -> str:
+        """Store key of this limit's counters, unique within the tenant."""
+        return f"{self.scope.label}:{self.rule.name}"
+
+    def wire(self) -> Wire:
+        """``(key, kind, unit, limit, param, window_end_ms)``: see :mod:`book`."""
+        param = self.rule.window_ms if self.rule.kind == "window" else self.win
+        return (self.key, self.rule.kind[0], unit_index(self.rule.unit), self.rule.limit,
+                param, self.win_end_ms)
+
+
+def bind(scope: Scope, rule: LimitRule, now: float) -> BoundLimit:
+    if rule.kind == "calendar" and rule.period is not None:
+        window = rule.period.window(now)
+        return BoundLimit(scope, rule, window.id, window.end_ms)
+    return BoundLimit(scope, rule)
+
+
+def rebind(limits: Iterable[BoundLimit], now: float) -> list[BoundLimit]:
+    """The same limits with the calendar windows current at ``now``."""
+    return [bind(b.scope, b.rule, now) for b in limits]
+
+
+class LimitTable:
+    """Configured limits per scope (read-mostly; replaced wholesale on reload)."""
+
+    def __init__(self, limits: Mapping[Scope, ScopeLimits] | None = None) -> None:
+        self._rules: dict[Scope, tuple[LimitRule, ...]] = {}
+        for scope, spec in (limits or {}).items():
+            self.set(scope, spec)
+
+    def set(self, scope: Scope, spec: ScopeLimits) -> None:
+        rules = spec.rules()
+        if rules:
+            self._rules[scope] = rules
+        else:
+            self._rules.pop(scope, None)
+
+    def remove(self, scope: Scope) -> None:
+        self._rules.pop(scope, None)
+
+    def rules(self, scope: Scope) -> tuple[LimitRule, ...]:
+        return self._rules.get(scope, ())
+
+    def bind(self, scopes: Sequence[Scope], now: float) -> list[BoundLimit]:
+        """Every limit of every scope in ``scopes``, in chain order."""
+        out: list[BoundLimit] = []
+        for scope in scopes:
+            for rule in self._rules.get(scope, ()):
+                out.append(bind(scope, rule, now))
+        return out

@@ -1,0 +1,129 @@
+"""What the admission core answers: grants, denials, debits, settlements, status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tokenplane.admission.amounts import Amounts, Unit
+from tokenplane.admission.binding import BoundLimit
+from tokenplane.admission.limits import DenialCode, RuleKind
+from tokenplane.admission.scopes import Scope
+
+ALERT_THRESHOLDS_PCT: tuple[int, ...] = (50, 80, 100)
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A calendar budget crossed ``threshold_pct`` of its limit (upwards)."""
+
+    scope: Scope
+    limit_name: str
+    threshold_pct: int
+    used: int
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """What is left of one limit right after a decision."""
+
+    scope: Scope
+    limit_name: str
+    unit: Unit
+    kind: RuleKind
+    limit: int
+    remaining: int
+    reset_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A reservation held at every scope; settle it with reconcile or release."""
+
+    reservation_id: str
+    tenant: str
+    amounts: Amounts
+    limits: tuple[BoundLimit, ...]
+    expires_at: float
+    headroom: tuple[Headroom, ...] = ()
+    alerts: tuple[Alert, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Denial:
+    """Why a request (or a stream's next tokens) was refused.
+
+    Names only the refusing scope and limit of the caller's own chain.
+    ``retry_after_s`` is ``None`` when waiting cannot help (the amount exceeds the
+    limit itself, or a concurrency limit whose holders' end is unknown).
+    """
+
+    scope: Scope
+    limit_name: str
+    limit: int
+    remaining: int
+    retry_after_s: float | None
+    code: DenialCode
+    unit: Unit
+
+    @property
+    def message(self) -> str:
+        what = {
+            "rate_limit_exceeded": "Rate limit",
+            "budget_exceeded": "Budget",
+            "concurrency_limit_exceeded": "Concurrency limit",
+        }[self.code]
+        wait = (
+            f" Retry after {self.retry_after_s:.3f}s." if self.retry_after_s is not None else ""
+        )
+        return (
+            f"{what} '{self.limit_name}' of {self.scope.label} reached: limit {self.limit} "
+            f"{self.unit}, remaining {self.remaining}.{wait}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DebitResult:
+    """``ok``: the tokens are charged. Otherwise ``denial`` names the exhausted limit."""
+
+    ok: bool
+    denial: Denial | None = None
+    alerts: tuple[Alert, ...] = ()
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """The outcome of reconcile / release; ``found`` is False for an unknown id."""
+
+    found: bool
+    alerts: tuple[Alert, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LimitStatus:
+    """Spent, reserved and remaining of one limit (reset time for windows)."""
+
+    scope: Scope
+    limit_name: str
+    kind: RuleKind
+    unit: Unit
+    limit: int
+    spent: int
+    reserved: int
+    remaining: int
+    resets_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    scope: Scope
+    limits: tuple[LimitStatus, ...] = field(default_factory=tuple)
+
+
+Outcome = Grant | Denial
+DebitOutcome = Literal["ok", "exhausted"]

@@ -1,0 +1,145 @@
+"""The gateway's HTTP face (aiohttp): OpenAI routes, errors in OpenAI's envelope.
+
+The handlers are thin: build the request context, run the pipeline, write the reply.
+Every response carries ``x-request-id``. No client mistake yields a 500 or a trace.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tokenplane.api.errors import ApiError
+from tokenplane.api.validate import not_found
+from tokenplane.auth.keystore import KeyStore
+from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
+from tokenplane.pipeline.context import OPERATIONS, RequestContext
+from tokenplane.pipeline.runner import Pipeline, Reply
+
+log = logging.getLogger("tokenplane.api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+JSON = "application/json"
+
+
+def new_request_id() -> str:
+    return "req_" + os.urandom(12).hex()
+
+
+def error_response(err: ApiError, request_id: str) -> web.Response:
+    headers = {"x-request-id": request_id, **err.headers}
+    return web.Response(status=err.status, body=err.body(), content_type=JSON, headers=headers)
+
+
+@web.middleware
+async def envelope_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    rid = request.get("request_id") or new_request_id()
+    request["request_id"] = rid
+    try:
+        resp = await handler(request)
+    except ApiError as err:
+        return error_response(err, rid)
+    except web.HTTPException as exc:
+        if exc.status == 404:
+            return error_response(not_found(request.path), rid)
+        if exc.status == 405:
+            return error_response(ApiError(405, f"Method {request.method} is not allowed on "
+                                           f"{request.path}.", code="method_not_allowed"), rid)
+        if exc.status == 413:
+            return error_response(ApiError(413, "The request body is too large.",
+                                           code="request_too_large"), rid)
+        if exc.status < 400:
+            raise
+        return error_response(ApiError(exc.status, exc.reason, code="http_error"), rid)
+    except Exception:
+        log.exception("internal error on %s %s (%s)", request.method, request.path, rid)
+        return error_response(ApiError(500, "The server had an error processing your request.",
+                                       code="internal_error"), rid)
+    if not resp.prepared:
+        resp.headers["x-request-id"] = rid
+    return resp
+
+
+class OpenAIRoutes:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        keys: KeyStore,
+        metrics: GatewayMetrics,
+        models_for: Callable[[str], list[str]],
+        max_body: int,
+    ) -> None:
+        self.pipeline = pipeline
+        self.keys = keys
+        self.metrics = metrics
+        self.models_for = models_for
+        self.max_body = max_body
+
+    def install(self, app: web.Application) -> None:
+        for path in OPERATIONS:
+            app.router.add_post(path, self.inference)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.prometheus)
+        app.router.add_get("/health", self.health)
+
+    async def _body(self, request: web.Request) -> bytes:
+        if request.content_length is not None and request.content_length > self.max_body:
+            raise ApiError(413, f"The request body is {request.content_length} bytes; the limit "
+                           f"is {self.max_body}.", code="request_too_large")
+        return await request.read()
+
+    async def inference(self, request: web.Request) -> web.StreamResponse:
+        rid: str = request["request_id"]
+        raw = await self._body(request)
+        ctx = RequestContext(rid, request.path, OPERATIONS[request.path], raw, request.headers)
+        try:
+            reply = await self.pipeline.handle(ctx)
+        except ApiError as err:
+            if err.status == 401:
+                self.metrics.unauthenticated.inc()
+            raise
+        if reply.stream is None:
+            headers = {"x-request-id": rid, **reply.headers}
+            headers.setdefault("content-type", JSON)
+            return web.Response(status=reply.status, body=reply.body, headers=headers)
+        return await self._stream(request, rid, reply)
+
+    async def _stream(self, request: web.Request, rid: str, reply: Reply) -> web.StreamResponse:
+        assert reply.stream is not None
+        resp = web.StreamResponse(status=reply.status, headers={
+            "content-type": "text/event-stream", "cache-control": "no-cache",
+            "x-request-id": rid,
+        })
+        stream = reply.stream
+        try:
+            await resp.prepare(request)
+            async for event in stream:
+                await resp.write(event)
+        except (ConnectionResetError, ConnectionError):
+            pass  # the client went away: closing the stream cancels the upstream
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+        return resp
+
+    async def models(self, request: web.Request) -> web.Response:
+        key = (request.headers.get("authorization") or "").partition(" ")[2].strip()
+        principal = self.keys.authenticate(key) if key else None
+        if principal is None:
+            raise ApiError(401, "You didn't provide a valid API key.", code="invalid_api_key")
+        data: list[dict[str, Any]] = [
+            {"id": alias, "object": "model", "created": 0, "owned_by": "tokenplane"}
+            for alias in self.models_for(principal.tenant)
+        ]
+        return web.Response(body=orjson.dumps({"object": "list", "data": data}),
+                            content_type=JSON)
+
+    async def prometheus(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"content-type": CONTENT_TYPE})
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(body=b'{"status":"ok"}', content_type=JSON)

@@ -1,0 +1,1 @@
+"""tokenplane.auth: API keys (stored hashed) and the principal they resolve to."""

@@ -1,0 +1,171 @@
+"""API keys in the data directory's metadata database (SQLite), hashed.
+
+Only the SHA-256 of a key is stored. Keys carry enough entropy (256 bits) that a
+fast hash is the right choice; the matching record is still compared with
+``hmac.compare_digest``. The gateway keeps the keys in memory and reloads them
+when another process (``tokenplane keys create/revoke``) commits a change: SQLite's
+``PRAGMA data_version`` tells it cheaply, without a query of the tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenplane.auth.principal import Principal
+
+KEY_PREFIX = "tp-"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS departments (
+  tenant TEXT NOT NULL, name TEXT NOT NULL, created_at REAL NOT NULL,
+  PRIMARY KEY (tenant, name));
+CREATE TABLE IF NOT EXISTS apps (
+  tenant TEXT NOT NULL, department TEXT NOT NULL DEFAULT '', name TEXT NOT NULL,
+  created_at REAL NOT NULL, PRIMARY KEY (tenant, department, name));
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
+  tenant TEXT NOT NULL, department TEXT, app TEXT, name TEXT,
+  admin INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, revoked_at REAL);
+"""
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    id: str
+    prefix: str
+    tenant: str
+    department: str | None
+    app: str | None
+    name: str | None
+    admin: bool
+    created_at: float
+    revoked_at: float | None
+
+    def principal(self) -> Principal:
+        return Principal(self.id, self.tenant, self.department, self.app, self.admin)
+
+
+class KeyStore:
+    """Tenants, departments, apps and hashed API keys in ``<data_dir>/meta.db``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+        self._db.commit()
+        self._by_hash: dict[str, KeyRecord] = {}
+        self._version = -1
+        self._refresh()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- reads on the request path -------------------------------------------------
+    def _data_version(self) -> int:
+        row = self._db.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
+    def _refresh(self) -> None:
+        rows = self._db.execute(
+            "SELECT id, prefix, tenant, department, app, name, admin, created_at, revoked_at,"
+            " hash FROM api_keys"
+        ).fetchall()
+        self._by_hash = {r[9]: KeyRecord(*r[:6], bool(r[6]), r[7], r[8]) for r in rows}
+        self._version = self._data_version()
+
+    def authenticate(self, key: str) -> Principal | None:
+        """The principal for a presented key, or None if unknown or revoked."""
+        digest = hash_key(key)
+        with self._lock:
+            if self._data_version() != self._version:
+                self._refresh()
+            rec = self._by_hash.get(digest)
+        if rec is None or rec.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(hash_key(key), digest):
+            return None
+        return rec.principal()
+
+    # --- administration ------------------------------------------------------------
+    def ensure_scope(self, tenant: str, department: str | None, app: str | None) -> None:
+        now = time.time()
+        with self._lock, self._db:
+            self._db.execute("INSERT OR IGNORE INTO tenants VALUES (?, ?)", (tenant, now))
+            if department:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO departments VALUES (?, ?, ?)", (tenant, department, now)
+                )
+            if app:
+                self._db.execute(
+                    "INSERT OR IGNORE INTO apps VALUES (?, ?, ?, ?)",
+                    (tenant, department or "", app, now),
+                )
+
+    def create_key(
+        self,
+        tenant: str,
+        department: str | None = None,
+        app: str | None = None,
+        name: str | None = None,
+        admin: bool = False,
+    ) -> tuple[str, KeyRecord]:
+        """Create a key; returns (the key in clear, shown once, and its record)."""
+        self.ensure_scope(tenant, department, app)
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        rec = KeyRecord(
+            id="key_" + secrets.token_hex(6),
+            prefix=key[:10],
+            tenant=tenant,
+            department=department,
+            app=app,
+            name=name,
+            admin=admin,
+            created_at=time.time(),
+            revoked_at=None,
+        )
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO api_keys (id, hash, prefix, tenant, department, app, name, admin,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (rec.id, hash_key(key), rec.prefix, tenant, department, app, name,
+                 int(admin), rec.created_at),
+            )
+        return key, rec
+
+    def revoke(self, key_id: str) -> bool:
+        with self._lock, self._db:
+            cur = self._db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (time.time(), key_id),
+            )
+        return cur.rowcount > 0
+
+    def list_keys(self, tenant: str | None = None) -> list[KeyRecord]:
+        with self._lock:
+            self._refresh()
+            recs = list(self._by_hash.values())
+        if tenant is not None:
+            recs = [r for r in recs if r.tenant == tenant]
+        return sorted(recs, key=lambda r: r.created_at)
+
+    def count_keys(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT COUNT(*) FROM api_keys").fetchone()
+        return int(row[0])

@@ -1,0 +1,141 @@
+"""``tokenplane serve`` and ``tokenplane sim``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tokenplane.config.loader import ConfigError, load_config
+from tokenplane.config.schema import GatewayConfig
+
+
+def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
+    """On first start: a default tenant and an admin key, printed once."""
+    from tokenplane.auth.keystore import KeyStore
+
+    home = Path(cfg.data_dir or ".tokenplane")
+    store = KeyStore(home / "meta.db")
+    try:
+        if store.count_keys():
+            return
+        tenant = cfg.tenants[0].name if cfg.tenants else "default"
+        key, rec = store.create_key(tenant, name="bootstrap", admin=True)
+    finally:
+        store.close()
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    base = f"http://{host}:{port}/v1"
+    model = cfg.models[0].alias
+    typer.echo(f"""
+First start: created tenant '{tenant}' and API key {rec.id} (admin). Only its hash is
+stored under {home}; copy it now, it is not shown again:
+
+    {key}
+
+Try it:
+
+    curl {base}/chat/completions -H "Authorization: Bearer {key}" \\
+      -H "Content-Type: application/json" \\
+      -d '{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
+
+    python -c "from openai import OpenAI; c = OpenAI(base_url='{base}', api_key='{key}'); \\
+print(c.chat.completions.create(model='{model}', messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
+""")
+
+
+def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int) -> None:
+    import uvloop
+    from aiohttp import web
+
+    from tokenplane.app import build_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    cfg = load_config(cfg_path)
+    app = build_app(cfg, worker_id=f"w{index}")
+    web.run_app(app, host=host, port=port, reuse_port=workers > 1, loop=uvloop.new_event_loop(),
+                print=None if index else _banner(host, port, workers), access_log=None,
+                shutdown_timeout=30)
+
+
+def _banner(host: str, port: int, workers: int) -> object:
+    def show(_: str) -> None:
+        typer.echo(f"tokenplane gateway on http://{host}:{port} ({workers} worker(s)); "
+                   "Ctrl-C to stop")
+    return show
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def serve(
+        config: Annotated[str | None, typer.Option(help="YAML config (default: embedded).")] = None,
+        host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
+        port: Annotated[int | None, typer.Option(help="Port to bind.")] = None,
+        workers: Annotated[int | None, typer.Option(help="Worker processes (SO_REUSEPORT).")] = None,
+    ) -> None:
+        """Start the gateway (embedded default: simulated engines, SQLite ledger)."""
+        try:
+            cfg = load_config(config)
+        except ConfigError as exc:
+            for line in exc.errors:
+                typer.echo(line, err=True)
+            raise typer.Exit(2) from None
+        h = host or cfg.server.host
+        p = port if port is not None else cfg.server.port
+        n = workers or cfg.server.workers
+        _bootstrap(cfg, h, p)
+        if n == 1:
+            _run_worker(config, h, p, 1, 0)
+            return
+        ctx = multiprocessing.get_context("spawn")
+        procs = [ctx.Process(target=_run_worker, args=(config, h, p, n, i)) for i in range(n)]
+        for pr in procs:
+            pr.start()
+
+        def forward(signum: int, _frame: object) -> None:
+            for pr in procs:
+                if pr.pid is not None and pr.is_alive():
+                    os.kill(pr.pid, signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        for pr in procs:
+            pr.join()
+        sys.exit(max((pr.exitcode or 0) for pr in procs))
+
+    @app.command()
+    def sim(
+        profile: Annotated[str, typer.Option(help="Engine profile.")] = "llama3-8b-a100",
+        host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="First port; replica i listens on port+i.")] = 8100,
+        replicas: Annotated[int, typer.Option(help="Number of replicas.")] = 1,
+        model: Annotated[str, typer.Option(help="Model name the replicas serve.")] = "sim-llama3-8b",
+        tokenizer: Annotated[str, typer.Option(help="Tokenizer spec.")] = "cl100k_base",
+        chat_template: Annotated[str | None, typer.Option(help="Chat family.")] = "llama3",
+        max_model_len: Annotated[int, typer.Option(help="Context window.")] = 8192,
+        record_bodies: Annotated[bool, typer.Option(help="Keep request bodies at "
+                                                    "/sim/requests.")] = False,
+    ) -> None:
+        """Run simulated engines standalone as OpenAI-compatible HTTP servers."""
+        import uvloop
+
+        from tokenplane.config.schema import ModelConfig
+        from tokenplane.engine.server import serve_replicas
+        from tokenplane.pipeline.counting import ModelCounters
+
+        mc = ModelConfig(alias=model, tokenizer=tokenizer, chat_template=chat_template,
+                         context_window=max_model_len, backends=[{"type": "sim"}])  # type: ignore[list-item]
+        counters = ModelCounters([mc])
+        typer.echo(f"simulated {profile} replicas on {host}:{port}..{port + replicas - 1}")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(serve_replicas(
+                profile, host, port, replicas, model_name=model,
+                tokenizer=counters.tokenizer(model), prompt_ids=counters.prompt_ids(model),
+                max_model_len=max_model_len, record_bodies=record_bodies,
+            ))

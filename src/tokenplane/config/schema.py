@@ -1,0 +1,142 @@
+"""Typed gateway configuration (YAML on disk, validated with pydantic)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+BackendType = Literal["openai", "vllm", "sglang", "sim"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeoutConfig(_Strict):
+    """Upstream timeouts in seconds; 0 disables one."""
+
+    connect: float = Field(5.0, ge=0)
+    first_token: float = Field(60.0, ge=0)
+    between_tokens: float = Field(30.0, ge=0)
+    total: float = Field(600.0, ge=0)
+
+
+class PriceTier(_Strict):
+    """Prices (per 1M tokens) that apply when the prompt exceeds ``above_input_tokens``."""
+
+    above_input_tokens: int = Field(ge=0)
+    input: Decimal | None = None
+    cached_input: Decimal | None = None
+    cache_write: Decimal | None = None
+    output: Decimal | None = None
+    reasoning: Decimal | None = None
+
+
+class PriceConfig(_Strict):
+    """A model's prices per 1M tokens (and per request), in ``currency``."""
+
+    currency: str = "USD"
+    input: Decimal = Decimal(0)
+    cached_input: Decimal | None = None
+    cache_write: Decimal | None = None
+    output: Decimal = Decimal(0)
+    reasoning: Decimal | None = None
+    per_request: Decimal = Decimal(0)
+    tiers: list[PriceTier] = Field(default_factory=list)
+
+
+class BackendConfig(_Strict):
+    """One upstream serving an alias: an OpenAI-compatible server or simulated replicas."""
+
+    id: str | None = None
+    type: BackendType
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    profile: str = "llama3-8b-a100"
+    replicas: int = Field(1, ge=1, le=64)
+    weight: int = Field(1, ge=0)
+    timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from urllib.parse import urlparse
+
+        parsed = urlparse(v)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError("not a URL")
+        return v.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        if v is not None and (not v or not v.replace("_", "A").isalnum()):
+            raise ValueError("must be an environment variable name, not a key")
+        return v
+
+    @model_validator(mode="after")
+    def _needs_url(self) -> BackendConfig:
+        if self.type != "sim" and self.base_url is None:
+            raise ValueError(f"base_url is required for a backend of type {self.type}")
+        return self
+
+
+class ModelConfig(_Strict):
+    """A model alias that clients name in ``model``."""
+
+    alias: str = Field(min_length=1)
+    tokenizer: str = "cl100k_base"
+    chat_template: str | None = None
+    context_window: int = Field(8192, ge=16)
+    prices: PriceConfig = Field(default_factory=lambda: PriceConfig())
+    backends: list[BackendConfig] = Field(min_length=1)
+
+
+class DepartmentConfig(_Strict):
+    name: str = Field(min_length=1)
+    apps: list[str] = Field(default_factory=list)
+
+
+class TenantConfig(_Strict):
+    name: str = Field(min_length=1)
+    departments: list[DepartmentConfig] = Field(default_factory=list)
+    models: list[str] | None = None
+
+
+class ServerConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+
+
+class GatewayConfig(_Strict):
+    """The whole configuration. ``data_dir`` defaults to $TOKENPLANE_HOME or ./.tokenplane."""
+
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig())  # type: ignore[call-arg]
+    data_dir: str | None = None
+    database_url: str | None = None
+    redis_url: str | None = None
+    models: list[ModelConfig] = Field(min_length=1)
+    tenants: list[TenantConfig] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unique_aliases(self) -> GatewayConfig:
+        seen: set[str] = set()
+        for m in self.models:
+            if m.alias in seen:
+                raise ValueError(f"duplicate model alias {m.alias!r}")
+            seen.add(m.alias)
+        return self
+
+    def model(self, alias: str) -> ModelConfig | None:
+        for m in self.models:
+            if m.alias == alias:
+                return m
+        return None

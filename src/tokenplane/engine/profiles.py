@@ -1,0 +1,165 @@
+"""Named performance profiles for the simulated engine, with their sources.
+
+A profile carries the constants of the step-time model
+
+    T = max(t_floor, a * N) + b * sum(decode context lengths) + c * sum(prefill chunk^2)
+
+(N = tokens batched in the step) and the size of the paged KV cache, derived from
+the model's shape:
+
+    KV bytes per token = 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes
+    capacity (tokens)  = (gpu_memory x utilisation - weights) / KV bytes per token
+
+Sources of the numbers (quoted in each profile's ``source``):
+
+* ``a`` and ``t_floor``: vidur's published profiling data (microsoft/vidur,
+  ``data/profiling/compute/{a100,h100}/.../mlp.csv`` and ``attention.csv``), per-
+  operator medians summed over the model's layers; attention kernel, LM head and CPU
+  overhead not included. Llama-3-8B on A100: ~67 us per batched token above a
+  ~10 ms floor. Llama-2-7B on H100 (the closest shape vidur profiles on H100):
+  ~20 us per token above ~5.5 ms; used for Llama-3-8B on H100.
+* ``b`` (decode attention per context token): a memory-bound roofline, reading the
+  KV of one token (128 KiB for Llama-3-8B in fp16) at the HBM bandwidth (A100-80GB
+  2.0 TB/s, H100-SXM 3.35 TB/s; NVIDIA data sheets).
+* ``c`` (prefill attention per chunk^2): causal attention FLOPs
+  2 x layers x (heads x head_dim) x chunk^2 at half the dense fp16 peak (A100 312
+  TFLOPS, H100 989 TFLOPS; NVIDIA data sheets).
+* Llama-3-8B shape (32 layers, 8 KV heads, head_dim 128, 8.03 B parameters): Meta's
+  ``config.json`` for meta-llama/Meta-Llama-3-8B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Step-time constants and KV-cache size of one (model, GPU) pair."""
+
+    name: str
+    source: str
+    t_floor_s: float
+    a_s_per_token: float
+    b_s_per_ctx_token: float
+    c_s_per_prefill_sq: float
+    kv_capacity_blocks: int
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    # How kv_capacity_blocks was derived (0 when not derived from a model shape).
+    layers: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    dtype_bytes: int = 0
+    gpu_mem_gib: float = 0.0
+    weights_gib: float = 0.0
+    utilisation: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1 or self.kv_capacity_blocks < 1:
+            raise ValueError("block_size and kv_capacity_blocks must be >= 1")
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
+            raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if min(self.t_floor_s, self.a_s_per_token, self.b_s_per_ctx_token,
+               self.c_s_per_prefill_sq) < 0:
+            raise ValueError("step-time constants must be >= 0")
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.kv_capacity_blocks * self.block_size
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
+    """Bytes of K and V cached for one token across all layers."""
+    return 2 * layers * kv_heads * head_dim * dtype_bytes
+
+
+def kv_capacity_blocks(
+    *,
+    gpu_mem_gib: float,
+    utilisation: float,
+    weights_gib: float,
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype_bytes: int,
+    block_size: int = 16,
+) -> int:
+    """KV-cache blocks left after the weights, vLLM-style (gpu_memory_utilization)."""
+    free = gpu_mem_gib * utilisation * GIB - weights_gib * GIB
+    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, dtype_bytes)
+    return max(1, int(free // per_token) // block_size)
+
+
+_LLAMA3_8B_WEIGHTS_GIB = 8.03e9 * 2 / GIB  # fp16 weights, ~14.96 GiB
+_LLAMA3_8B_SHAPE = {"layers": 32, "kv_heads": 8, "head_dim": 128, "dtype_bytes": 2}
+_LLAMA3_8B_KV_BYTES = kv_bytes_per_token(32, 8, 128, 2)  # 131072 B = 128 KiB
+_LLAMA3_8B_ATTN_FLOPS_PER_SQ = 2 * 32 * 4096  # causal: 4*L*d*n^2 / 2
+
+
+def _llama3_8b(name: str, gpu: str, t_floor: float, a: float, hbm_bps: float,
+               peak_flops: float, source_ta: str) -> EngineProfile:
+    blocks = kv_capacity_blocks(
+        gpu_mem_gib=80.0, utilisation=0.9, weights_gib=_LLAMA3_8B_WEIGHTS_GIB,
+        **_LLAMA3_8B_SHAPE,
+    )
+    source = (
+        f"Llama-3-8B fp16 on {gpu}-80GB. t_floor and a: {source_ta}. "
+        f"b: KV read roofline, {_LLAMA3_8B_KV_BYTES} B/token at {hbm_bps / 1e12:.2f} TB/s. "
+        f"c: causal attention FLOPs at 50% of {peak_flops / 1e12:.0f} TFLOPS. "
+        "KV capacity: (80 GiB x 0.9 - 14.96 GiB weights) / 128 KiB per token."
+    )
+    return EngineProfile(
+        name=name,
+        source=source,
+        t_floor_s=t_floor,
+        a_s_per_token=a,
+        b_s_per_ctx_token=_LLAMA3_8B_KV_BYTES / hbm_bps,
+        c_s_per_prefill_sq=_LLAMA3_8B_ATTN_FLOPS_PER_SQ / (0.5 * peak_flops),
+        kv_capacity_blocks=blocks,
+        gpu_mem_gib=80.0,
+        weights_gib=_LLAMA3_8B_WEIGHTS_GIB,
+        utilisation=0.9,
+        **_LLAMA3_8B_SHAPE,
+    )
+
+
+def _build() -> dict[str, EngineProfile]:
+    a100 = _llama3_8b(
+        "llama3-8b-a100", "A100", 0.010, 67e-6, 2.0e12, 312e12,
+        "vidur profiling data (microsoft/vidur data/profiling/compute/a100), per-operator "
+        "medians summed over 32 layers: ~67 us per batched token above a ~10 ms floor",
+    )
+    h100 = _llama3_8b(
+        "llama3-8b-h100", "H100", 0.0055, 20e-6, 3.35e12, 989e12,
+        "vidur profiling data (microsoft/vidur data/profiling/compute/h100) for Llama-2-7B, "
+        "the closest profiled shape: ~20 us per batched token above ~5.5 ms",
+    )
+    instant = EngineProfile(
+        name="instant",
+        source="No GPU model: zero step time, for benchmarks of the code around the engine.",
+        t_floor_s=0.0,
+        a_s_per_token=0.0,
+        b_s_per_ctx_token=0.0,
+        c_s_per_prefill_sq=0.0,
+        kv_capacity_blocks=a100.kv_capacity_blocks,
+    )
+    return {p.name: p for p in (a100, h100, instant)}
+
+
+def profile_names() -> list[str]:
+    """Names accepted by get_profile()."""
+    return sorted(_build())
+
+
+def get_profile(name: str) -> EngineProfile:
+    """The named profile; KeyError listing the known names otherwise."""
+    profiles = _build()
+    try:
+        return profiles[name]
+    except KeyError:
+        known = ", ".join(sorted(profiles))
+        raise KeyError(f"unknown engine profile {name!r}; known profiles: {known}") from None

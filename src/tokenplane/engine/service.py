@@ -1,0 +1,333 @@
+"""The simulated engine as a real-time, OpenAI-compatible service (vLLM's shapes).
+
+An asyncio driver task runs the engine loop against the wall clock: step, sleep the
+step's modelled duration, deliver the emitted tokens to the requests' queues (with
+the ``instant`` profile it still yields to the event loop every step).
+``EngineService.handle(method, path, body, headers)`` answers:
+
+    POST /v1/chat/completions, POST /v1/completions   (stream and non-stream)
+    POST /v1/embeddings      deterministic unit vectors, exact usage
+    GET  /v1/models          POST /tokenize ({"count", "tokens", "max_model_len"})
+    GET  /health             GET /metrics (Prometheus text, vLLM names)
+    GET  /sim/requests       the last recorded request bodies (record_bodies=True)
+
+Output: ``max_tokens`` / ``max_completion_tokens`` tokens if given (finish_reason
+"length"), else a length of 16..256 derived from a hash of the prompt ("stop").
+Tokens are single-token English words drawn with the prompt as seed, so the text
+re-tokenizes to the reported count. ``reasoning_effort`` turns a share of the output
+into ``reasoning_content`` and reports ``completion_tokens_details.reasoning_tokens``.
+
+Test hooks (request headers):
+    x-sim-fail: <status>     answer with that error status (OpenAI error envelope).
+    x-sim-fail-after: <n>    a stream drops the connection after n tokens (the
+                             stream raises ``SimulatedDrop``; the server closes the
+                             socket) and the engine request is aborted.
+Closing a stream early (``aclose()``, client gone) aborts the engine request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tokenplane.api.errors import ApiError, invalid
+from tokenplane.engine.core import Engine, EngineRequest, StepResult
+from tokenplane.engine.defaults import PromptIds
+from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
+from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
+from tokenplane.engine.metrics import CONTENT_TYPE, EngineMetrics
+from tokenplane.engine.openai_format import Formatter
+from tokenplane.engine.profiles import EngineProfile
+from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
+from tokenplane.engine.validation import (
+    check_model,
+    check_prompt,
+    parse_generation,
+    parse_json_object,
+)
+from tokenplane.tokens.base import Tokenizer
+
+__all__ = ["EngineService", "ServiceResponse", "SimulatedDrop"]
+
+JSON = {"content-type": "application/json"}
+SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+Body = dict[str, Any]
+Headers = Mapping[str, str]
+REASONING_SHARE = {"none": 0.0, "minimal": 0.1, "low": 0.25, "medium": 0.5, "high": 0.75}
+
+
+@dataclass
+class ServiceResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes | None
+    stream: AsyncIterator[bytes] | None
+
+
+class _Live:
+    __slots__ = ("arrival", "gen", "last")
+
+    def __init__(self, gen: Generation, arrival: float) -> None:
+        self.gen = gen
+        self.arrival = arrival
+        self.last: float | None = None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is not None:
+        return value
+    for key, val in headers.items():
+        if key.lower() == name:
+            return val
+    return None
+
+
+def _int_header(headers: Mapping[str, str], name: str, low: int, high: int) -> int | None:
+    raw = _header(headers, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise invalid(f"header {name} must be an integer") from None
+    if not low <= value <= high:
+        raise invalid(f"header {name} must be between {low} and {high}")
+    return value
+
+
+class EngineService:
+    """One simulated replica: an Engine, its real-time driver, and its HTTP semantics."""
+
+    def __init__(
+        self,
+        engine_or_profile: Engine | EngineProfile,
+        tokenizer: Tokenizer,
+        prompt_ids: PromptIds,
+        model_name: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        max_model_len: int = 8192,
+        record_bodies: bool = False,
+        record_limit: int = 100,
+        seed: int = 0,
+        jitter: float = 0.0,
+    ) -> None:
+        if isinstance(engine_or_profile, Engine):
+            self.engine = engine_or_profile
+        else:
+            self.engine = Engine(engine_or_profile, seed=seed, jitter=jitter)
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.max_model_len = max_model_len
+        self.metrics = EngineMetrics(self.engine, model_name)
+        self._prompt_ids = prompt_ids
+        self._clock = clock
+        self._pool = WordPool(tokenizer)
+        self._words = {i: tokenizer.decode([i]) for i in self._pool.ids}
+        self._block_size = self.engine.profile.block_size
+        self._lives: dict[str, _Live] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._record: deque[Any] | None = deque(maxlen=record_limit) if record_bodies else None
+        self._created = int(time.time())
+        self._ids = itertools.count()
+        self._closed = False
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None:
+            self._closed = False
+            self._task = asyncio.get_running_loop().create_task(self._drive())
+
+    async def close(self) -> None:
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for rid, live in list(self._lives.items()):
+            self.engine.abort(rid)
+            live.gen.queue.put_nowait(None)
+        self._lives.clear()
+
+    async def _drive(self) -> None:
+        engine = self.engine
+        while True:
+            if not engine.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            start = self._clock()
+            res = engine.step(start)
+            delay = start + res.duration - self._clock()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            self._deliver(res, self._clock())
+
+    def _deliver(self, res: StepResult, now: float) -> None:
+        lives = self._lives
+        metrics = self.metrics
+        for rid, count in res.emitted.items():
+            live = lives.get(rid)
+            if live is None:
+                continue
+            if live.last is None:
+                metrics.ttft.observe(now - live.arrival)
+            else:
+                metrics.itl.observe(now - live.last)
+            live.last = now
+            live.gen.queue.put_nowait(count)
+        for fin in res.finished:
+            live = lives.pop(fin.request_id, None)
+            if live is not None:
+                metrics.e2e.observe(now - live.arrival)
+                live.gen.queue.put_nowait(fin)
+
+    def _abort(self, rid: str) -> None:
+        self._lives.pop(rid, None)
+        self.engine.abort(rid)
+
+    # --- HTTP semantics ----------------------------------------------------------------
+    async def handle(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> ServiceResponse:
+        try:
+            return await self._route(method.upper(), path, body, headers)
+        except ApiError as err:
+            return ServiceResponse(err.status, {**JSON, **err.headers}, err.body(), None)
+
+    async def _route(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> ServiceResponse:
+        routes: dict[str, tuple[str, Callable[[dict[str, Any], Mapping[str, str]], Any]]] = {
+            "/v1/chat/completions": ("POST", self._chat),
+            "/v1/completions": ("POST", self._completions),
+            "/v1/embeddings": ("POST", self._embeddings),
+            "/tokenize": ("POST", self._tokenize),
+            "/v1/models": ("GET", self._models),
+            "/health": ("GET", self._health),
+            "/metrics": ("GET", self._metrics),
+            "/sim/requests": ("GET", self._recorded),
+        }
+        entry = routes.get(path)
+        if entry is None:
+            raise ApiError(404, f"no route for {path}", code="not_found")
+        if method != entry[0]:
+            raise ApiError(405, f"{path} accepts {entry[0]}, not {method}",
+                           code="method_not_allowed")
+        if method == "POST":
+            data = parse_json_object(body)
+            if self._record is not None:
+                self._record.append(data)
+        else:
+            data = {}
+        status = _int_header(headers, "x-sim-fail", 400, 599)
+        if status is not None:
+            raise ApiError(status, f"simulated failure (x-sim-fail: {status})",
+                           code="simulated_failure")
+        result: ServiceResponse = await entry[1](data, headers)
+        return result
+
+    async def _chat(self, body: Body, headers: Headers) -> ServiceResponse:
+        return await self._generate(body, "chat", headers)
+
+    async def _completions(self, body: Body, headers: Headers) -> ServiceResponse:
+        return await self._generate(body, "completions", headers)
+
+    async def _generate(
+        self, body: dict[str, Any], endpoint: str, headers: Mapping[str, str]
+    ) -> ServiceResponse:
+        params = parse_generation(body, endpoint)
+        check_model(params.model, self.model_name)
+        fail_after = _int_header(headers, "x-sim-fail-after", 0, 10**9)
+        ids = self._prompt_ids(body, endpoint)
+        prompt_len = len(ids)
+        if prompt_len == 0:
+            raise invalid("the prompt is empty", param="messages" if endpoint == "chat"
+                          else "prompt")
+        n_out, finish = self._output_length(ids, params.max_tokens)
+        reasoning: int | None = None
+        if params.reasoning_effort is not None:
+            share = REASONING_SHARE[params.reasoning_effort]
+            reasoning = min(int(n_out * share), n_out - 1)
+        words = [self._words[i] for i in self._pool.output_ids(ids, n_out)]
+        prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
+        rid = f"{prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
+        fmt = Formatter(endpoint, rid, int(time.time()), self.model_name, params.include_usage)
+        gen = Generation(rid, prompt_len, words, finish, reasoning, fmt, self._abort)
+        await self.start()
+        now = self._clock()
+        req = EngineRequest(rid, prompt_len, n_out, block_hashes(ids, self._block_size), now)
+        try:
+            self.engine.add(req, now)
+        except ValueError as exc:
+            raise invalid(str(exc), code="context_length_exceeded") from None
+        self._lives[rid] = _Live(gen, now)
+        self._wake.set()
+        if params.stream:
+            return ServiceResponse(200, dict(SSE_HEADERS), None, SSEStream(gen, fail_after))
+        fin = await gen.wait()
+        return ServiceResponse(200, dict(JSON), gen.body(fin), None)
+
+    def _output_length(self, ids: list[int], max_tokens: int | None) -> tuple[int, str]:
+        limit = self.max_model_len
+        prompt_len = len(ids)
+        if max_tokens is not None:
+            if prompt_len + max_tokens > limit:
+                raise invalid(
+                    f"This model's maximum context length is {limit} tokens. However, you "
+                    f"requested {prompt_len + max_tokens} tokens ({prompt_len} in the "
+                    f"messages, {max_tokens} in the completion). Please reduce the length "
+                    "of the messages or completion.",
+                    param="max_tokens", code="context_length_exceeded",
+                )
+            return max_tokens, "length"
+        if prompt_len >= limit:
+            raise invalid(
+                f"This model's maximum context length is {limit} tokens. However, your "
+                f"prompt has {prompt_len} tokens. Please reduce the length of the messages.",
+                param="messages", code="context_length_exceeded",
+            )
+        natural = natural_length(ids)
+        room = limit - prompt_len
+        return (natural, "stop") if natural <= room else (room, "length")
+
+    async def _embeddings(self, body: Body, headers: Headers) -> ServiceResponse:
+        out = embeddings_body(body, self.tokenizer, self.model_name,
+                              self.max_model_len)
+        return ServiceResponse(200, dict(JSON), out, None)
+
+    async def _tokenize(self, body: Body, headers: Headers) -> ServiceResponse:
+        endpoint = "chat" if "messages" in body else "completions"
+        if endpoint == "chat":
+            parse_generation({"messages": body["messages"]}, "chat")
+        else:
+            check_prompt(body.get("prompt"))
+        tokens = self._prompt_ids(body, endpoint)
+        return ServiceResponse(200, dict(JSON), tokenize_body(tokens, self.max_model_len), None)
+
+    async def _models(self, body: Body, headers: Headers) -> ServiceResponse:
+        out = models_body(self.model_name, self.max_model_len, self._created)
+        return ServiceResponse(200, dict(JSON), out, None)
+
+    async def _health(self, body: Body, headers: Headers) -> ServiceResponse:
+        return ServiceResponse(200, {}, b"", None)
+
+    async def _metrics(self, body: Body, headers: Headers) -> ServiceResponse:
+        return ServiceResponse(200, {"content-type": CONTENT_TYPE}, self.metrics.render(), None)
+
+    async def _recorded(self, body: Body, headers: Headers) -> ServiceResponse:
+        if self._record is None:
+            raise ApiError(404, "request recording is off (record_bodies=False)",
+                           code="not_found")
+        return ServiceResponse(200, dict(JSON), orjson.dumps(list(self._record)), None)

@@ -1,0 +1,1 @@
+"""Prompt-injection screening: normalisation, heuristic rules, detectors and actions."""

@@ -1,0 +1,111 @@
+"""A recognizer made of a regular expression, a validator and a confidence."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tokenplane.governance.spans import Span
+
+Validator = Callable[[str], bool]
+
+CONTEXT_WINDOW = 40
+
+DIGITS = "0123456789"
+ALNUM = DIGITS + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(eq=False)
+class PatternRecognizer:
+    """Reports every match of ``pattern`` whose value passes ``validator``.
+
+    ``prefilter``: literal strings of which at least one must occur in the text
+    for the pattern to run at all (a cheap skip). ``context``: words that, when
+    found shortly before the match (case-insensitive), raise the score to
+    ``context_score``. ``group`` selects the part of the match that is reported.
+    ``not_after``: characters that must not directly precede the match (checked
+    here rather than with a leading look-behind, which would stop the regex
+    engine from skipping ahead on the pattern's first character). ``anchors``:
+    literal strings every match contains; the pattern then only runs in
+    ``window`` (chars before, after) around each anchor occurrence.
+    """
+
+    name: str
+    entity_type: str
+    pattern: re.Pattern[str]
+    score: float
+    validator: Validator | None = None
+    prefilter: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    context_score: float | None = None
+    group: int | str = 0
+    not_after: str = ""
+    anchors: tuple[str, ...] = ()
+    window: tuple[int, int] = (64, 256)
+    anchors_ignore_case: bool = False
+    entities: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.entities = (self.entity_type,)
+        self.context = tuple(w.lower() for w in self.context)
+
+    def find(self, text: str) -> list[Span]:
+        if self.prefilter and not any(p in text for p in self.prefilter):
+            return []
+        spans: list[Span] = []
+        for lo, hi in self._ranges(text):
+            self._scan(text, lo, hi, spans)
+        return spans
+
+    def _ranges(self, text: str) -> list[tuple[int, int]]:
+        if not self.anchors:
+            return [(0, len(text))]
+        haystack = text
+        if self.anchors_ignore_case:
+            haystack = text.lower()
+            if len(haystack) != len(text):  # lower() changed lengths: scan everything
+                return [(0, len(text))]
+        before, after = self.window
+        ranges: list[tuple[int, int]] = []
+        for anchor in self.anchors:
+            i = haystack.find(anchor)
+            while i >= 0:
+                ranges.append((max(0, i - before), min(len(text), i + len(anchor) + after)))
+                i = haystack.find(anchor, i + len(anchor))
+        ranges.sort()
+        merged: list[tuple[int, int]] = []
+        for lo, hi in ranges:
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+            else:
+                merged.append((lo, hi))
+        return merged
+
+    def _scan(self, text: str, lo: int, hi: int, spans: list[Span]) -> None:
+        not_after = self.not_after
+        for m in self.pattern.finditer(text, lo, hi):
+            if not_after and m.start() > 0 and text[m.start() - 1] in not_after:
+                continue
+            value = m.group(self.group)
+            if not value:
+                continue
+            if self.validator is not None and not self.validator(value):
+                continue
+            start, end = m.span(self.group)
+            if spans and spans[-1].start == start and spans[-1].recognizer == self.name:
+                continue  # the same match seen from two overlapping anchor windows
+            spans.append(Span(start, end, self.entity_type, self._score(text, start), self.name))
+
+    def _score(self, text: str, start: int) -> float:
+        if self.context_score is None or not self.context:
+            return self.score
+        window = text[max(0, start - CONTEXT_WINDOW) : start].lower()
+        if any(w in window for w in self.context):
+            return max(self.score, self.context_score)
+        return self.score
+
+
+def compile_pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """Compile with ASCII-only classes so \\d never matches full-width or other digits."""
+    return re.compile(pattern, flags | re.ASCII)

@@ -1,0 +1,229 @@
+"""Moving committed journal batches into the ledger, and replaying what is left.
+
+The live path: the journal's writer thread ``submit``s each committed batch; the
+flusher task coalesces batches up to ``max_rows``, writes them to the sink in one
+transaction, then atomically records the journal position it reached
+(``checkpoint.json``) and deletes segments wholly before it.
+
+The recovery path (``replay_writer_dir``): read a writer's segments from its
+checkpoint on, stopping at a torn tail, and write them to the sink in chunks. Both
+paths rely on the sink being idempotent on ``(request_id, attempt)``: a crash between
+the sink commit and the checkpoint only means the next replay rewrites rows the
+ledger already holds, which it ignores (and does not count twice in rollups).
+
+If the sink is down, committed batches pile up in memory only up to
+``max_pending_rows``; beyond that they are dropped from memory (they are on disk) and
+the flusher later re-reads them from the journal files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.journal import CommittedBatch
+from tokenplane.metering.journal_files import (
+    Position,
+    delete_segments_before,
+    read_checkpoint,
+    read_segment,
+    segment_name,
+    segment_numbers,
+    write_checkpoint,
+)
+from tokenplane.metering.sinks import LedgerSink
+
+log = logging.getLogger(__name__)
+
+
+def read_pending(
+    writer_dir: Path, start: Position, upto: Position | None = None
+) -> list[tuple[UsageEvent, Position]]:
+    """Intact records at or after ``start`` (and not past ``upto``), with end positions."""
+    out: list[tuple[UsageEvent, Position]] = []
+    for number in segment_numbers(writer_dir):
+        if number < start.segment:
+            continue
+        if upto is not None and number > upto.segment:
+            break
+        offset = start.offset if number == start.segment else 0
+        for event, end in read_segment(writer_dir / segment_name(number), offset):
+            if upto is not None and number == upto.segment and end > upto.offset:
+                break
+            out.append((event, Position(number, end)))
+    return out
+
+
+async def write_with_checkpoint(
+    sink: LedgerSink, writer_dir: Path, events: list[UsageEvent], end: Position
+) -> int:
+    inserted = await sink.write(events)
+    await asyncio.to_thread(_checkpoint_and_trim, writer_dir, end)
+    return inserted
+
+
+def _checkpoint_and_trim(writer_dir: Path, end: Position) -> None:
+    write_checkpoint(writer_dir, end)
+    delete_segments_before(writer_dir, end.segment)
+
+
+async def replay_writer_dir(
+    sink: LedgerSink, writer_dir: Path, *, max_rows: int = 10_000, upto: Position | None = None
+) -> tuple[int, int]:
+    """Flush everything after the checkpoint; returns ``(events_read, rows_inserted)``.
+
+    The caller must hold the writer's lock (or be its owner).
+    """
+    start = read_checkpoint(writer_dir)
+    records = await asyncio.to_thread(read_pending, writer_dir, start, upto)
+    read = inserted = 0
+    for i in range(0, len(records), max_rows):
+        chunk = records[i : i + max_rows]
+        events = [ev for ev, _ in chunk]
+        inserted += await write_with_checkpoint(sink, writer_dir, events, chunk[-1][1])
+        read += len(events)
+    return read, inserted
+
+
+class Flusher:
+    """Background task: committed journal batches -> sink, with checkpoints."""
+
+    def __init__(
+        self,
+        writer_dir: Path,
+        sink: LedgerSink,
+        *,
+        max_rows: int = 10_000,
+        max_pending_rows: int = 200_000,
+        retry_initial_s: float = 0.05,
+        retry_max_s: float = 5.0,
+        on_flush: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.writer_dir = writer_dir
+        self.sink = sink
+        self.max_rows = max_rows
+        self.max_pending_rows = max_pending_rows
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
+        self.on_flush = on_flush
+        self._pending: deque[CommittedBatch] = deque()
+        self._pending_rows = 0
+        self._mutex = threading.Lock()
+        self._spilled_upto: Position | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.flushed = 0
+        self.inserted = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.last_flush_ts: float | None = None
+
+    @property
+    def pending_rows(self) -> int:
+        return self._pending_rows
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(self._run(), name=f"flusher-{self.writer_dir.name}")
+
+    def submit(self, batch: CommittedBatch) -> None:
+        """Thread-safe: called by the journal's writer thread after each fsync."""
+        with self._mutex:
+            if self._pending_rows + len(batch.events) > self.max_pending_rows:
+                # Too much backlog in memory: keep it on disk only, re-read it later.
+                self._pending.clear()
+                self._pending_rows = 0
+                self._spilled_upto = batch.end
+            elif self._spilled_upto is not None:
+                self._spilled_upto = batch.end
+            else:
+                self._pending.append(batch)
+                self._pending_rows += len(batch.events)
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._wake.set)
+
+    async def close(self) -> None:
+        """Flush everything submitted so far, then stop (one retry round on failure)."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while await self._flush_once():
+                pass
+            if self._stopping:
+                return
+
+    def _take(self) -> tuple[list[UsageEvent], Position | None, Position | None]:
+        with self._mutex:
+            spilled, self._spilled_upto = self._spilled_upto, None
+            events: list[UsageEvent] = []
+            end: Position | None = None
+            while self._pending and len(events) < self.max_rows:
+                batch = self._pending.popleft()
+                self._pending_rows -= len(batch.events)
+                events.extend(batch.events)
+                end = batch.end
+            return events, end, spilled
+
+    async def _flush_once(self) -> bool:
+        events, end, spilled = self._take()
+        if spilled is not None:
+            upto = spilled
+            result = await self._retrying(
+                lambda: replay_writer_dir(self.sink, self.writer_dir, upto=upto)
+            )
+        elif end is not None:
+            last = end
+            result = await self._retrying(lambda: self._write(events, last))
+        else:
+            return False
+        if result is None:
+            return False
+        self._account(*result)
+        return True
+
+    async def _write(self, events: list[UsageEvent], end: Position) -> tuple[int, int]:
+        return len(events), await write_with_checkpoint(self.sink, self.writer_dir, events, end)
+
+    def _account(self, flushed: int, inserted: int) -> None:
+        self.flushed += flushed
+        self.inserted += inserted
+        self.last_flush_ts = time.time()
+        if self.on_flush is not None:
+            self.on_flush(flushed, inserted)
+
+    async def _retrying(
+        self, attempt: Callable[[], Awaitable[tuple[int, int]]]
+    ) -> tuple[int, int] | None:
+        """Run ``attempt`` until it succeeds; ``None`` if it fails while stopping."""
+        delay = self.retry_initial_s
+        while True:
+            try:
+                return await attempt()
+            except Exception as exc:
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("ledger flush failed, will retry: %s", self.last_error)
+                if self._stopping:
+                    # Shutting down with the sink unavailable: the journal keeps the
+                    # events and the next start replays them.
+                    return None
+                await asyncio.sleep(delay)  # back-off before retrying the sink
+                delay = min(delay * 2, self.retry_max_s)

@@ -1,0 +1,209 @@
+"""``Meter``: the one object the gateway talks to for usage.
+
+``record(event)`` prices the event (if a price book is set and the event carries no
+price yet), appends it to this process's journal and returns a future that resolves
+once the event is fsynced: the request path never touches a database. A background
+flusher moves committed batches to the ledger sink.
+
+``start()`` claims a writer id (an exclusive ``flock``; with no id given, the first
+free of ``w0, w1, ...``, so ids stay stable per worker index), replays what its own
+journal holds beyond the checkpoint, and adopts the journals of writers whose
+process is gone. ``close()`` drains: everything recorded is flushed and fsynced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.flusher import Flusher, replay_writer_dir
+from tokenplane.metering.journal import (
+    DEFAULT_SEGMENT_BYTES,
+    Journal,
+    JournalBusy,
+    writer_dir_for,
+)
+from tokenplane.metering.journal_files import WriterLock
+from tokenplane.metering.pricing import PriceBook
+from tokenplane.metering.sinks import LedgerSink, open_sink
+
+
+@dataclass(frozen=True, slots=True)
+class MeterStats:
+    writer_id: str
+    journaled: int  # events appended
+    committed: int  # events fsynced to the journal
+    flushed: int  # events handed to the sink (inserted or already present)
+    inserted: int  # rows the sink actually inserted
+    recovered: int  # events replayed at start (own leftovers and adopted journals)
+    lag: int  # committed but not yet flushed
+    syncs: int
+    sink_errors: int
+    last_error: str | None
+    last_flush_ts: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Meter:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        sink: LedgerSink | str | os.PathLike[str] | None = None,
+        *,
+        writer_id: str | None = None,
+        prices: PriceBook | None = None,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        flush_max_rows: int = 10_000,
+        max_pending_rows: int = 200_000,
+        adopt_orphans: bool = True,
+        max_writers: int = 256,
+        on_flush: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self._sink_arg = sink
+        self._sink: LedgerSink | None = sink if isinstance(sink, LedgerSink) else None
+        self._owns_sink = self._sink is None
+        self._requested_id = writer_id
+        self.prices = prices
+        self.segment_bytes = segment_bytes
+        self.flush_max_rows = flush_max_rows
+        self.max_pending_rows = max_pending_rows
+        self.adopt_on_start = adopt_orphans
+        self.max_writers = max_writers
+        self.on_flush = on_flush
+        self.writer_id = ""
+        self._lock: WriterLock | None = None
+        self._journal: Journal | None = None
+        self._flusher: Flusher | None = None
+        self.recovered = 0
+
+    @property
+    def sink(self) -> LedgerSink:
+        if self._sink is None:
+            raise RuntimeError("meter not started")
+        return self._sink
+
+    async def start(self) -> None:
+        if self._sink is None:
+            target = self._sink_arg
+            if target is None or isinstance(target, LedgerSink):
+                target = self.data_dir / "ledger.db"
+            self._sink = await open_sink(target)
+        self._claim_writer_id()
+        assert self._lock is not None
+        own_dir = self._lock.writer_dir
+        read, _ = await replay_writer_dir(self.sink, own_dir, max_rows=self.flush_max_rows)
+        self.recovered += read
+        if self.adopt_on_start:
+            await self.adopt_orphans()
+        if self.prices is not None:
+            await self.set_prices(self.prices)
+        flusher = Flusher(
+            own_dir,
+            self.sink,
+            max_rows=self.flush_max_rows,
+            max_pending_rows=self.max_pending_rows,
+            on_flush=self.on_flush,
+        )
+        flusher.start()
+        journal = Journal(
+            self.data_dir,
+            self.writer_id,
+            segment_bytes=self.segment_bytes,
+            on_commit=flusher.submit,
+            lock=self._lock,
+        )
+        journal.open()
+        self._flusher, self._journal = flusher, journal
+
+    def _claim_writer_id(self) -> None:
+        if self._requested_id is not None:
+            lock = WriterLock(writer_dir_for(self.data_dir, self._requested_id))
+            if not lock.try_acquire():
+                raise JournalBusy(f"writer id {self._requested_id!r} is in use")
+            self.writer_id, self._lock = self._requested_id, lock
+            return
+        for i in range(self.max_writers):
+            candidate = f"w{i}"
+            lock = WriterLock(writer_dir_for(self.data_dir, candidate))
+            if lock.try_acquire():
+                self.writer_id, self._lock = candidate, lock
+                return
+        raise JournalBusy(f"all {self.max_writers} writer ids under {self.data_dir} are in use")
+
+    async def adopt_orphans(self) -> int:
+        """Flush the journals of writers with no live process; returns events replayed."""
+        root = self.data_dir / "journal"
+        if not root.is_dir():
+            return 0
+        total = 0
+        for entry in sorted(root.iterdir()):
+            if not entry.is_dir() or entry.name == self.writer_id:
+                continue
+            lock = WriterLock(entry)
+            if not lock.try_acquire():
+                continue  # a live process owns it
+            try:
+                read, _ = await replay_writer_dir(self.sink, entry, max_rows=self.flush_max_rows)
+                total += read
+            finally:
+                lock.release()
+        self.recovered += total
+        return total
+
+    async def set_prices(self, prices: PriceBook) -> None:
+        """Price new events with ``prices``; events already recorded keep their cost."""
+        await self.sink.record_price_table(
+            prices.version, prices.currency, orjson.dumps(prices.table())
+        )
+        self.prices = prices
+
+    def record(self, event: UsageEvent) -> asyncio.Future[None]:
+        """Journal ``event``; await the result to know it is durable."""
+        if self._journal is None:
+            raise RuntimeError("meter not started")
+        if self.prices is not None and not event.price_version:
+            self.prices.price(event)
+        return self._journal.append(event)
+
+    async def close(self) -> None:
+        """Drain: commit the journal, flush it to the sink, release the writer id."""
+        if self._journal is not None:
+            await asyncio.to_thread(self._journal.close)
+        if self._flusher is not None:
+            await self._flusher.close()
+        if self._lock is not None:
+            self._lock.release()
+        if self._sink is not None and self._owns_sink:
+            await self._sink.close()
+
+    def stats(self) -> MeterStats:
+        journal, flusher = self._journal, self._flusher
+        committed = journal.committed if journal else 0
+        flushed = flusher.flushed if flusher else 0
+        return MeterStats(
+            writer_id=self.writer_id,
+            journaled=journal.appended if journal else 0,
+            committed=committed,
+            flushed=flushed,
+            inserted=flusher.inserted if flusher else 0,
+            recovered=self.recovered,
+            lag=committed - flushed,
+            syncs=journal.syncs if journal else 0,
+            sink_errors=flusher.errors if flusher else 0,
+            last_error=flusher.last_error if flusher else None,
+            last_flush_ts=flusher.last_flush_ts if flusher else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"Meter(data_dir={str(self.data_dir)!r}, writer_id={self.writer_id!r})"
+

@@ -1,0 +1,135 @@
+"""Versioned ledger schema migrations for SQLite and PostgreSQL.
+
+Each migration is ``(version, statements)``; a sink applies, at open, the ones its
+``schema_migrations`` table does not list yet, each in the same transaction as its
+bookkeeping row. Racing processes serialise on ``BEGIN IMMEDIATE`` (SQLite) or a
+transaction-scoped advisory lock (PostgreSQL), so each migration runs exactly once.
+Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+Migration = tuple[int, tuple[str, ...]]
+
+# Column types per dialect: (sqlite, postgres).
+_T = {
+    "text": ("TEXT", "text"),
+    "text?": ("TEXT", "text"),
+    "int": ("INTEGER", "bigint"),
+    "real": ("REAL", "double precision"),
+    "real?": ("REAL", "double precision"),
+    "bool": ("INTEGER", "boolean"),
+}
+
+_EVENT_COLUMNS_V1: tuple[tuple[str, str], ...] = (
+    ("request_id", "text"),
+    ("attempt", "int"),
+    ("ts", "real"),
+    ("tenant", "text"),
+    ("department", "text"),
+    ("app", "text"),
+    ("key_id", "text"),
+    ("end_user", "text"),
+    ("model", "text"),
+    ("backend", "text"),
+    ("response_model", "text"),
+    ("operation", "text"),
+    ("status", "text"),
+    ("http_status", "int"),
+    ("error_code", "text?"),
+    ("stream", "bool"),
+    ("arrival_ts", "real?"),
+    ("upstream_start_ts", "real?"),
+    ("first_token_ts", "real?"),
+    ("last_token_ts", "real?"),
+    ("input_system", "int"),
+    ("input_history", "int"),
+    ("input_context", "int"),
+    ("input_tools", "int"),
+    ("input_user", "int"),
+    ("input_tokens", "int"),
+    ("cached_input_tokens", "int"),
+    ("cache_write_tokens", "int"),
+    ("output_tokens", "int"),
+    ("reasoning_tokens", "int"),
+    ("estimated_input_tokens", "int"),
+    ("usage_source", "text"),
+    ("cost_micros", "int"),
+    ("currency", "text"),
+    ("price_version", "text"),
+    ("flags", "text"),
+    ("model_version", "text?"),
+    ("system_fingerprint", "text?"),
+)
+
+_ROLLUP_MEASURES_V1 = (
+    "requests",
+    "errors",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "input_system",
+    "input_history",
+    "input_context",
+    "input_tools",
+    "input_user",
+    "estimated_input_tokens",
+    "cost_micros",
+)
+
+
+def _v1(dialect: int) -> tuple[str, ...]:
+    def col(name: str, kind: str) -> str:
+        null = "" if kind.endswith("?") else " NOT NULL"
+        return f"{name} {_T[kind][dialect]}{null}"
+
+    events = ",\n  ".join(col(n, k) for n, k in _EVENT_COLUMNS_V1)
+    integer = _T["int"][dialect]
+    real = _T["real"][dialect]
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _ROLLUP_MEASURES_V1)
+    return (
+        f"CREATE TABLE usage_events (\n  {events},\n  PRIMARY KEY (request_id, attempt)\n)",
+        "CREATE INDEX usage_events_ts ON usage_events (ts)",
+        f"""CREATE TABLE usage_rollups (
+  grain TEXT NOT NULL,
+  bucket {integer} NOT NULL,
+  tenant TEXT NOT NULL,
+  department TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  {measures},
+  PRIMARY KEY (grain, bucket, tenant, department, app, model, key_id, currency)
+)""",
+        "CREATE INDEX usage_rollups_tenant ON usage_rollups (tenant, grain, bucket)",
+        f"""CREATE TABLE system_fingerprints (
+  tenant TEXT NOT NULL,
+  app TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  requests {integer} NOT NULL DEFAULT 0,
+  system_tokens {integer} NOT NULL DEFAULT 0,
+  first_ts {real} NOT NULL,
+  last_ts {real} NOT NULL,
+  PRIMARY KEY (tenant, app, fingerprint)
+)""",
+        f"""CREATE TABLE price_versions (
+  version TEXT PRIMARY KEY,
+  currency TEXT NOT NULL,
+  price_table TEXT NOT NULL,
+  first_seen {real} NOT NULL
+)""",
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)),)
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)),)
+
+EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(n for n, _ in _EVENT_COLUMNS_V1)
+
+SCHEMA_MIGRATIONS_DDL = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "version INTEGER PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+)

@@ -1,0 +1,138 @@
+"""Rollups: per-minute/hour/day sums by tenant, department, app, model, key, currency.
+
+Both sinks compute rollup deltas here, in Python, from the events a transaction
+actually inserted (never from events it skipped as duplicates), and upsert them in
+that same transaction with ``... ON CONFLICT DO UPDATE SET x = x + excluded.x``.
+Rows are sorted by key so concurrent writers touch rollup rows in the same order
+(no deadlocks on PostgreSQL). Reports read these tables, never the raw events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from tokenplane.metering.events import UsageEvent
+
+GRAINS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
+DIMENSIONS: tuple[str, ...] = ("tenant", "department", "app", "model", "key_id", "currency")
+MEASURES: tuple[str, ...] = (
+    "requests",
+    "errors",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "input_system",
+    "input_history",
+    "input_context",
+    "input_tools",
+    "input_user",
+    "estimated_input_tokens",
+    "cost_micros",
+)
+ROLLUP_KEY: tuple[str, ...] = ("grain", "bucket", *DIMENSIONS)
+ROLLUP_COLUMNS: tuple[str, ...] = (*ROLLUP_KEY, *MEASURES)
+
+FINGERPRINT_KEY: tuple[str, ...] = ("tenant", "app", "fingerprint")
+FINGERPRINT_COLUMNS: tuple[str, ...] = (
+    *FINGERPRINT_KEY,
+    "requests",
+    "system_tokens",
+    "first_ts",
+    "last_ts",
+)
+
+RollupRow = tuple[object, ...]
+
+
+def measures_of(event: UsageEvent) -> tuple[int, ...]:
+    return (
+        1,
+        0 if event.status == "ok" else 1,
+        event.input_tokens,
+        event.cached_input_tokens,
+        event.cache_write_tokens,
+        event.output_tokens,
+        event.reasoning_tokens,
+        event.input_system,
+        event.input_history,
+        event.input_context,
+        event.input_tools,
+        event.input_user,
+        event.estimated_input_tokens,
+        event.cost_micros,
+    )
+
+
+def bucket_of(ts: float, grain: str) -> int:
+    width = GRAINS[grain]
+    return (int(ts) // width) * width
+
+
+def rollup_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
+    """One row per (grain, bucket, dimensions) with the summed measures, sorted."""
+    sums: dict[tuple[object, ...], list[int]] = {}
+    for ev in events:
+        dims = (ev.tenant, ev.department, ev.app, ev.model, ev.key_id, ev.currency)
+        values = measures_of(ev)
+        sec = int(ev.ts)
+        for grain, width in GRAINS.items():
+            key = (grain, (sec // width) * width, *dims)
+            acc = sums.get(key)
+            if acc is None:
+                sums[key] = list(values)
+            else:
+                for i, v in enumerate(values):
+                    acc[i] += v
+    return [(*key, *vals) for key, vals in sorted(sums.items(), key=_sort_key)]
+
+
+def fingerprint_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
+    """Per (tenant, app, system fingerprint): requests, system tokens, first/last seen."""
+    acc: dict[tuple[str, str, str], list[float]] = {}
+    for ev in events:
+        if not ev.system_fingerprint:
+            continue
+        key = (ev.tenant, ev.app, ev.system_fingerprint)
+        cur = acc.get(key)
+        if cur is None:
+            acc[key] = [1, ev.input_system, ev.ts, ev.ts]
+        else:
+            cur[0] += 1
+            cur[1] += ev.input_system
+            cur[2] = min(cur[2], ev.ts)
+            cur[3] = max(cur[3], ev.ts)
+    return [
+        (*key, int(v[0]), int(v[1]), v[2], v[3]) for key, v in sorted(acc.items())
+    ]
+
+
+def _sort_key(item: tuple[tuple[object, ...], list[int]]) -> tuple[str, ...]:
+    return tuple(str(k) for k in item[0])
+
+
+def upsert_rollups_sql(placeholder: Callable[[int], str]) -> str:
+    cols = ", ".join(ROLLUP_COLUMNS)
+    values = ", ".join(placeholder(i) for i in range(len(ROLLUP_COLUMNS)))
+    sets = ", ".join(f"{m} = usage_rollups.{m} + excluded.{m}" for m in MEASURES)
+    return (
+        f"INSERT INTO usage_rollups ({cols}) VALUES ({values}) "
+        f"ON CONFLICT ({', '.join(ROLLUP_KEY)}) DO UPDATE SET {sets}"
+    )
+
+
+def upsert_fingerprints_sql(placeholder: Callable[[int], str]) -> str:
+    cols = ", ".join(FINGERPRINT_COLUMNS)
+    values = ", ".join(placeholder(i) for i in range(len(FINGERPRINT_COLUMNS)))
+    t = "system_fingerprints"
+    return (
+        f"INSERT INTO {t} ({cols}) VALUES ({values}) "
+        f"ON CONFLICT ({', '.join(FINGERPRINT_KEY)}) DO UPDATE SET "
+        f"requests = {t}.requests + excluded.requests, "
+        f"system_tokens = {t}.system_tokens + excluded.system_tokens, "
+        f"first_ts = CASE WHEN excluded.first_ts < {t}.first_ts "
+        f"THEN excluded.first_ts ELSE {t}.first_ts END, "
+        f"last_ts = CASE WHEN excluded.last_ts > {t}.last_ts "
+        f"THEN excluded.last_ts ELSE {t}.last_ts END"
+    )

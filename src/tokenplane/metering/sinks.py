@@ -1,0 +1,74 @@
+"""The ledger sink interface, row conversion shared by sinks, and ``open_sink``.
+
+A sink stores usage events idempotently on ``(request_id, attempt)`` and maintains
+the rollups in the same transaction, for the rows it actually inserted. Sinks also
+answer read-only report queries (``fetch``) written with ``?`` placeholders.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent, event_from_dict
+
+
+@runtime_checkable
+class LedgerSink(Protocol):
+    dialect: str  # "sqlite" | "postgres"
+
+    async def write(self, batch: list[UsageEvent]) -> int:
+        """Insert the events not yet present; returns how many rows were inserted."""
+        ...
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Run a read-only query (``?`` placeholders); rows as dicts."""
+        ...
+
+    async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
+        """Keep the price table of a version (first write wins), for audits."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def event_row(event: UsageEvent) -> tuple[Any, ...]:
+    """Values in ``EVENT_COLUMNS`` order; flags stored as a JSON array text."""
+    row = [getattr(event, name) for name in EVENT_COLUMNS]
+    row[_FLAGS_INDEX] = orjson.dumps(event.flags).decode()
+    return tuple(row)
+
+
+def row_event(row: dict[str, Any]) -> UsageEvent:
+    """Inverse of ``event_row`` for a row read back as a dict."""
+    data = dict(row)
+    flags = data.get("flags")
+    data["flags"] = orjson.loads(flags) if isinstance(flags, str | bytes) and flags else []
+    data["stream"] = bool(data.get("stream"))
+    return event_from_dict(data)
+
+
+def is_postgres_url(target: str) -> bool:
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+async def open_sink(target: str | os.PathLike[str], **options: Any) -> LedgerSink:
+    """``postgresql://...`` opens PostgreSQL; anything else is a SQLite file path.
+
+    Migrations are applied before the sink is returned.
+    """
+    text = os.fspath(target)
+    if is_postgres_url(text):
+        from tokenplane.metering.postgres_sink import PostgresSink
+
+        return await PostgresSink.open(text, **options)
+    from tokenplane.metering.sqlite_sink import SqliteSink
+
+    return await SqliteSink.open(Path(text), **options)
+
+
+_FLAGS_INDEX = EVENT_COLUMNS.index("flags")

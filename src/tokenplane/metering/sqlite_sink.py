@@ -1,0 +1,160 @@
+"""The embedded ledger: stdlib ``sqlite3`` in WAL mode, driven from one thread.
+
+All database work runs on a single dedicated thread (sqlite3 connections are not
+shared across threads), so the event loop never blocks on the disk. Writers in other
+processes serialise on ``BEGIN IMMEDIATE`` with a generous busy timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
+from tokenplane.metering.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
+from tokenplane.metering.rollups import (
+    fingerprint_rows,
+    rollup_rows,
+    upsert_fingerprints_sql,
+    upsert_rollups_sql,
+)
+from tokenplane.metering.sinks import event_row
+
+T = TypeVar("T")
+
+_INSERT_EVENT = (
+    f"INSERT INTO usage_events ({', '.join(EVENT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in EVENT_COLUMNS)}) "
+    "ON CONFLICT (request_id, attempt) DO NOTHING"
+)
+_UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
+_UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
+
+
+def apply_sqlite_migrations(con: sqlite3.Connection) -> list[int]:
+    """Apply missing migrations under ``BEGIN IMMEDIATE``; returns the versions applied."""
+    applied: list[int] = []
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        con.execute(SCHEMA_MIGRATIONS_DDL)
+        done = {int(r[0]) for r in con.execute("SELECT version FROM schema_migrations")}
+        for version, statements in SQLITE_MIGRATIONS:
+            if version in done:
+                continue
+            for statement in statements:
+                con.execute(statement)
+            con.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+                (version, time.time()),
+            )
+            applied.append(version)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return applied
+
+
+class SqliteSink:
+    """``LedgerSink`` over a SQLite file (the embedded default ``<data_dir>/ledger.db``)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 60.0) -> None:
+        self.path = path
+        self._busy_timeout_s = busy_timeout_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger-sqlite")
+        self._con: sqlite3.Connection | None = None
+        self.applied_migrations: list[int] = []
+
+    @classmethod
+    async def open(cls, path: Path, **options: Any) -> SqliteSink:
+        sink = cls(path, **options)
+        await sink._call(sink._open_sync)
+        return sink
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _open_sync(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")
+        self.applied_migrations = apply_sqlite_migrations(con)
+        self._con = con
+
+    @property
+    def con(self) -> sqlite3.Connection:
+        if self._con is None:
+            raise RuntimeError("sqlite sink is closed")
+        return self._con
+
+    async def write(self, batch: list[UsageEvent]) -> int:
+        if not batch:
+            return 0
+        return await self._call(self._write_sync, batch)
+
+    def _write_sync(self, batch: list[UsageEvent]) -> int:
+        con = self.con
+        cur = con.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            inserted: list[UsageEvent] = []
+            for event in batch:
+                cur.execute(_INSERT_EVENT, event_row(event))
+                if cur.rowcount == 1:
+                    inserted.append(event)
+            if inserted:
+                cur.executemany(_UPSERT_ROLLUPS, rollup_rows(inserted))
+                fps = fingerprint_rows(inserted)
+                if fps:
+                    cur.executemany(_UPSERT_FINGERPRINTS, fps)
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        return len(inserted)
+
+    async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return await self._call(self._fetch_sync, sql, tuple(params))
+
+    def _fetch_sync(self, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, params)
+        names = [d[0] for d in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
+        await self._call(self._record_price_sync, version, currency, table)
+
+    def _record_price_sync(self, version: str, currency: str, table: bytes) -> None:
+        self.con.execute(
+            "INSERT INTO price_versions (version, currency, price_table, first_seen) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (version) DO NOTHING",
+            (version, currency, table.decode(), time.time()),
+        )
+
+    async def migrate_again(self) -> list[int]:
+        """Re-run migrations (idempotent; used by tests and ``tokenplane migrate``)."""
+        return await self._call(apply_sqlite_migrations, self.con)
+
+    async def close(self) -> None:
+        if self._con is not None:
+            await self._call(self._close_sync)
+        self._executor.shutdown(wait=True)
+
+    def _close_sync(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None

@@ -1,0 +1,63 @@
+"""The one request object that flows through every stage of the token path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplane.auth.principal import Principal
+from tokenplane.config.schema import ModelConfig
+from tokenplane.tokens.counts import TokenCounts
+from tokenplane.upstream.pool import Endpoint, Pool
+
+OPERATIONS = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "text_completion",
+    "/v1/embeddings": "embeddings",
+}
+
+
+@dataclass(slots=True)
+class RequestContext:
+    request_id: str
+    path: str
+    operation: str
+    raw: bytes
+    headers: Mapping[str, str]
+    body: dict[str, Any] = field(default_factory=dict)
+    arrival: float = field(default_factory=time.time)
+    principal: Principal | None = None
+    alias: str | None = None
+    model: ModelConfig | None = None
+    pool: Pool | None = None
+    endpoint: Endpoint | None = None
+    stream: bool = False
+    include_usage: bool = False
+    max_tokens: int | None = None
+    predicted_output: int = 0
+    counts: TokenCounts = field(default_factory=TokenCounts)
+    estimated_input_tokens: int = 0
+    system_fingerprint: str | None = None
+    attempt: int = 0
+    # timings (epoch seconds)
+    upstream_start: float | None = None
+    first_token: float | None = None
+    last_token: float | None = None
+    # outcome
+    usage: dict[str, Any] | None = None
+    usage_source: str = "upstream"
+    output_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
+    chunks: int = 0
+    response_model: str | None = None
+    status: str = "ok"
+    http_status: int = 200
+    error_code: str | None = None
+    flags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tenant(self) -> str | None:
+        return self.principal.tenant if self.principal else None

@@ -1,0 +1,125 @@
+"""The meter finisher: turns a finished request into one usage event per attempt.
+
+Counts come from the upstream's ``usage`` when it reported one (a reported zero is
+kept). Otherwise (a cancelled stream, an upstream that reports nothing) the gateway
+counts the prompt and the text it relayed itself and marks the event
+``usage_source=estimated``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from tokenplane.config.schema import ModelConfig
+from tokenplane.metering.events import UsageEvent
+from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.tokens.counts import TokenCounts
+
+
+class Recorder(Protocol):
+    def record(self, event: UsageEvent) -> Awaitable[Any]: ...
+
+
+def _int(d: Any, *path: str) -> int | None:
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return int(d) if isinstance(d, int) and not isinstance(d, bool) else None
+
+
+def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], int]) -> TokenCounts:
+    """The request's counts: sources from the gateway, totals from the upstream."""
+    c = ctx.counts
+    counts = TokenCounts(c.system, c.history, c.context, c.tools, c.user)
+    u = ctx.usage
+    prompt = _int(u, "prompt_tokens")
+    if prompt is None:
+        prompt = _int(u, "input_tokens")
+    if u is not None and prompt is not None:
+        ctx.usage_source = "upstream"
+        _rescale(counts, prompt)
+        counts.cached = _int(u, "prompt_tokens_details", "cached_tokens") or 0
+        out = _int(u, "completion_tokens")
+        counts.output = out if out is not None else (_int(u, "output_tokens") or 0)
+        counts.reasoning = _int(u, "completion_tokens_details", "reasoning_tokens") or 0
+        return counts
+    ctx.usage_source = "estimated"
+    if ctx.model is not None and ctx.upstream_start is not None:
+        text = "".join(ctx.output_parts)
+        reasoning = "".join(ctx.reasoning_parts)
+        counts.reasoning = count_text(ctx.model, reasoning) if reasoning else 0
+        counts.output = (count_text(ctx.model, text) if text else 0) + counts.reasoning
+    if ctx.upstream_start is None:  # never sent: nothing was processed upstream
+        counts = TokenCounts()
+    return counts
+
+
+def _rescale(counts: TokenCounts, prompt: int) -> None:
+    """Makes the sources add up to the upstream's prompt count (the truth), keeping
+    the gateway's split; any difference goes to the current user turn."""
+    diff = prompt - counts.prompt
+    if diff >= 0 or counts.user + diff >= 0:
+        counts.user += diff
+        return
+    counts.system = counts.history = counts.context = counts.tools = 0
+    counts.user = prompt
+
+
+class MeterFinisher:
+    def __init__(
+        self,
+        recorder: Recorder,
+        metrics: GatewayMetrics,
+        count_text: Callable[[ModelConfig, str], int],
+    ) -> None:
+        self.recorder = recorder
+        self.metrics = metrics
+        self.count_text = count_text
+
+    async def finish(self, ctx: RequestContext) -> None:
+        now = time.time()
+        p = ctx.principal
+        alias = ctx.alias or "unknown"
+        tenant = p.tenant if p else ""
+        counts = final_counts(ctx, self.count_text)
+        self._observe(ctx, counts, alias, tenant, now)
+        if p is None:
+            return
+        event = UsageEvent.from_counts(
+            ctx.request_id, ctx.attempt, now, counts,
+            tenant=p.tenant, department=p.department or "", app=p.app or "",
+            key_id=p.key_id, end_user=p.end_user or "", model=alias,
+            backend=ctx.endpoint.id if ctx.endpoint else "",
+            response_model=ctx.response_model or "", operation=ctx.operation,
+            status=ctx.status, http_status=ctx.http_status, error_code=ctx.error_code,
+            stream=ctx.stream, arrival_ts=ctx.arrival, upstream_start_ts=ctx.upstream_start,
+            first_token_ts=ctx.first_token, last_token_ts=ctx.last_token,
+            estimated_input_tokens=ctx.estimated_input_tokens,
+            usage_source=ctx.usage_source, flags=list(ctx.flags),
+            system_fingerprint=ctx.system_fingerprint,
+            model_version=ctx.extra.get("model_version"),
+        )
+        await self.recorder.record(event)
+
+    def _observe(
+        self, ctx: RequestContext, counts: TokenCounts, alias: str, tenant: str, now: float
+    ) -> None:
+        m = self.metrics
+        m.requests.labels(alias, ctx.operation, ctx.status, str(ctx.http_status), tenant).inc()
+        for kind, n in (("system", counts.system), ("history", counts.history),
+                        ("context", counts.context), ("tools", counts.tools),
+                        ("user", counts.user), ("cached", counts.cached),
+                        ("output", counts.output), ("reasoning", counts.reasoning)):
+            if n:
+                m.tokens.labels(alias, kind, tenant).inc(n)
+        m.e2e.labels(alias, ctx.operation).observe(now - ctx.arrival)
+        if ctx.first_token is not None and ctx.upstream_start is not None:
+            m.ttft.labels(alias).observe(ctx.first_token - ctx.arrival)
+            if ctx.last_token is not None and counts.output > 1:
+                m.tpot.labels(alias).observe(
+                    (ctx.last_token - ctx.first_token) / (counts.output - 1)
+                )

@@ -1,0 +1,210 @@
+"""The gateway scheduler: priority bands, fair tenants, SJF with aging, late binding."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tokenplane.routing.endpoint import EndpointState, RouteRequest
+from tokenplane.scheduling.gate import SaturationGate
+from tokenplane.scheduling.slo import SloClass
+from tokenplane.scheduling.vtc import VirtualTokenCounter
+
+RouteFn = Callable[[RouteRequest, Sequence[EndpointState]], str]
+
+
+@dataclass(slots=True)
+class QueuedRequest:
+    """A request waiting at the gateway; ``payload`` is the caller's own object."""
+
+    route: RouteRequest
+    slo: SloClass
+    arrival: float
+    payload: object = None
+
+    @property
+    def est_tokens(self) -> int:
+        return self.route.prompt_tokens + self.route.predicted_output
+
+
+@dataclass(frozen=True, slots=True)
+class Shed:
+    """A request refused: answer 503 with ``retry-after``."""
+
+    item: QueuedRequest
+    retry_after_s: float
+    reason: str
+
+
+@dataclass(slots=True)
+class ClassStats:
+    queued: int = 0
+    submitted: int = 0
+    released: int = 0
+    shed: int = 0
+    wait_sum_s: float = 0.0
+    wait_max_s: float = 0.0
+
+
+@dataclass(slots=True)
+class _Band:
+    tenants: dict[str, list[tuple[float, int, QueuedRequest]]] = field(default_factory=dict)
+    size: int = 0
+    tokens: int = 0
+
+
+class GatewayScheduler:
+    """Holds requests at the gateway and releases them to replicas with room.
+
+    Order of release: the most urgent band first (lower ``SloClass.priority``);
+    inside a band the backlogged tenant with the smallest virtual token counter;
+    inside a tenant the smallest ``predicted tokens + aging_tokens_per_s *
+    arrival`` (shortest job first, and a request waiting ``d`` seconds gains
+    ``aging_tokens_per_s * d`` tokens of priority, so none starves). A request is
+    released only to a replica the gate accepts for its class, and the routing
+    function picks among those replicas at release time (late binding).
+    """
+
+    def __init__(
+        self,
+        route: RouteFn,
+        *,
+        gate: SaturationGate | None = None,
+        vtc: VirtualTokenCounter | None = None,
+        aging_tokens_per_s: float = 200.0,
+        decode_s_per_token: float = 0.01,
+        drain_tokens_per_s: float | None = None,
+    ) -> None:
+        self._route = route
+        self.gate = gate or SaturationGate()
+        self.vtc = vtc or VirtualTokenCounter()
+        self.aging_tokens_per_s = aging_tokens_per_s
+        self.decode_s_per_token = decode_s_per_token
+        self.drain_tokens_per_s = drain_tokens_per_s
+        self._bands: dict[int, _Band] = {}
+        self._seq = itertools.count()
+        self.stats: dict[str, ClassStats] = {}
+
+    def __len__(self) -> int:
+        return sum(b.size for b in self._bands.values())
+
+    def _min_service_s(self, item: QueuedRequest) -> float:
+        return item.route.predicted_output * self.decode_s_per_token
+
+    def submit(self, item: QueuedRequest, now: float) -> Shed | None:
+        """Queue a request, or shed it at once if its deadline is already out of reach."""
+        st = self.stats.setdefault(item.slo.name, ClassStats())
+        st.submitted += 1
+        slo = item.slo
+        if slo.sheddable and slo.deadline_s is not None and self.drain_tokens_per_s:
+            ahead = sum(b.tokens for p, b in self._bands.items() if p <= slo.priority)
+            wait = ahead / self.drain_tokens_per_s
+            if wait + self._min_service_s(item) > slo.deadline_s:
+                st.shed += 1
+                return Shed(item, max(1.0, wait - slo.deadline_s), "deadline out of reach")
+        band = self._bands.setdefault(slo.priority, _Band())
+        tenant = item.route.tenant
+        if tenant not in band.tenants:
+            backlogged = {t for b in self._bands.values() for t in b.tenants}
+            self.vtc.on_backlogged(tenant, backlogged)
+            band.tenants[tenant] = []
+        key = item.est_tokens + self.aging_tokens_per_s * item.arrival
+        heapq.heappush(band.tenants[tenant], (key, next(self._seq), item))
+        band.size += 1
+        band.tokens += item.est_tokens
+        st.queued += 1
+        return None
+
+    def _pop(self, band: _Band, tenant: str) -> QueuedRequest:
+        heap = band.tenants[tenant]
+        item = heapq.heappop(heap)[2]
+        if not heap:
+            del band.tenants[tenant]
+        band.size -= 1
+        band.tokens -= item.est_tokens
+        self.stats[item.slo.name].queued -= 1
+        return item
+
+    def release(
+        self, endpoints: Sequence[EndpointState], now: float
+    ) -> list[tuple[QueuedRequest, str]]:
+        """Requests to send now, each with the replica chosen for it.
+
+        Stops at the first band whose head cannot be placed, so a less urgent
+        band never overtakes a more urgent one.
+        """
+        out: list[tuple[QueuedRequest, str]] = []
+        snap = {e.id: e for e in endpoints}
+        for prio in sorted(self._bands):
+            band = self._bands[prio]
+            while band.size:
+                tenant = self.vtc.pick(band.tenants)
+                head = band.tenants[tenant][0][2]
+                frac = head.slo.gate_fraction
+                allowed = [e for e in snap.values() if self.gate.accepts(e, frac)]
+                if not allowed:
+                    return out
+                item = self._pop(band, tenant)
+                eid = self._route(item.route, allowed)
+                cached = 0
+                snap[eid] = snap[eid].with_dispatch(
+                    item.route.prompt_tokens - cached, item.route.predicted_output
+                )
+                self.vtc.charge(tenant, item.route.prompt_tokens, item.route.predicted_output)
+                st = self.stats[item.slo.name]
+                st.released += 1
+                wait = now - item.arrival
+                st.wait_sum_s += wait
+                st.wait_max_s = max(st.wait_max_s, wait)
+                out.append((item, eid))
+        return out
+
+    def settle(self, tenant: str, predicted_output: int, actual_output: int) -> None:
+        """Correct a tenant's counter once its real output length is known."""
+        self.vtc.charge(tenant, 0, actual_output - predicted_output)
+
+    def expire(self, now: float) -> list[Shed]:
+        """Shed sheddable requests whose deadline can no longer be met.
+
+        A band is only shed from when no less urgent band has requests waiting.
+        """
+        out: list[Shed] = []
+        prios = sorted(self._bands)
+        for i, prio in enumerate(prios):
+            if any(self._bands[p].size for p in prios[i + 1 :]):
+                continue
+            band = self._bands[prio]
+            for tenant in list(band.tenants):
+                keep: list[tuple[float, int, QueuedRequest]] = []
+                for entry in band.tenants[tenant]:
+                    item = entry[2]
+                    slo = item.slo
+                    if (
+                        slo.sheddable
+                        and slo.deadline_s is not None
+                        and now - item.arrival + self._min_service_s(item) > slo.deadline_s
+                    ):
+                        band.size -= 1
+                        band.tokens -= item.est_tokens
+                        st = self.stats[slo.name]
+                        st.queued -= 1
+                        st.shed += 1
+                        out.append(Shed(item, self._retry_after(), "deadline passed"))
+                    else:
+                        keep.append(entry)
+                if keep:
+                    heapq.heapify(keep)
+                    band.tenants[tenant] = keep
+                else:
+                    del band.tenants[tenant]
+        return out
+
+    def _retry_after(self) -> float:
+        if not self.drain_tokens_per_s:
+            return 1.0
+        return max(1.0, sum(b.tokens for b in self._bands.values()) / self.drain_tokens_per_s)
+
+    def queued_by_class(self) -> Mapping[str, int]:
+        return {k: v.queued for k, v in self.stats.items()}

@@ -1,0 +1,315 @@
+"""A discrete-event, virtual-time cluster: N engine replicas behind one gateway.
+
+The gateway runs the real routing profile (and, for policies with a gateway
+queue, the real :class:`GatewayScheduler`). Engines are the simulated
+vLLM-like :class:`tokenplane.engine.core.Engine`. Time jumps from event to event
+(arrival, end of an engine step); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tokenplane.engine.core import Engine, EngineRequest, EngineStats, StepResult
+from tokenplane.engine.profiles import EngineProfile
+from tokenplane.routing.endpoint import EndpointState, RouteRequest
+from tokenplane.routing.plugins import RoutingContext
+from tokenplane.routing.registry import build_named_profile
+from tokenplane.scheduling.scheduler import GatewayScheduler, QueuedRequest
+from tokenplane.scheduling.slo import SloClass
+from tokenplane.sim.workload import SimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A policy under test: a routing profile, with or without the gateway queue."""
+
+    name: str
+    profile: str
+    gateway_queue: bool
+
+
+def builtin_policies() -> dict[str, PolicySpec]:
+    return {
+        "round-robin": PolicySpec("round-robin", "round-robin", False),
+        "least-requests": PolicySpec("least-requests", "least-requests", False),
+        "sglang-cache-aware": PolicySpec("sglang-cache-aware", "sglang-cache-aware", False),
+        "vllm-fcfs": PolicySpec("vllm-fcfs", "random", False),
+        "tokenplane": PolicySpec("tokenplane", "tokenplane", True),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Knobs of the simulated cluster and of the gateway's view of it."""
+
+    replicas: int = 8
+    scrape_interval_s: float = 0.05
+    max_waiting: int = 4
+    prefill_budget_s: float = 0.6
+    aging_tokens_per_s: float = 200.0
+    expire_interval_s: float = 1.0
+    jitter: float = 0.0
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request."""
+
+    req: SimRequest
+    slo: SloClass
+    predicted: int
+    endpoint: int = -1
+    dispatched: float = -1.0
+    first_token: float = -1.0
+    finish: float = -1.0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    preemptions: int = 0
+    shed: bool = False
+    uncached_est: int = 0
+    emitted: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.finish >= 0.0
+
+    @property
+    def ttft(self) -> float:
+        return self.first_token - self.req.arrival
+
+    @property
+    def e2e(self) -> float:
+        return self.finish - self.req.arrival
+
+    @property
+    def tpot(self) -> float:
+        if self.output_tokens <= 1:
+            return 0.0
+        return (self.finish - self.first_token) / (self.output_tokens - 1)
+
+    def met_slo(self) -> bool:
+        if not self.done or self.shed:
+            return False
+        return self.slo.met(ttft_s=self.ttft, tpot_s=self.tpot, e2e_s=self.e2e)
+
+
+class MeanOutputPredictor:
+    """Predicts output length as the running mean of finished requests per class."""
+
+    def __init__(self, prior: float = 256.0) -> None:
+        self._sum: dict[str, float] = {}
+        self._n: dict[str, int] = {}
+        self.prior = prior
+
+    def predict(self, cls: str) -> int:
+        n = self._n.get(cls, 0)
+        return max(1, round(self._sum[cls] / n if n else self.prior))
+
+    def observe(self, cls: str, output_tokens: int) -> None:
+        self._sum[cls] = self._sum.get(cls, 0.0) + output_tokens
+        self._n[cls] = self._n.get(cls, 0) + 1
+
+
+class ClusterSim:
+    """Runs one policy over one workload."""
+
+    def __init__(
+        self,
+        policy: PolicySpec,
+        engine_profile: EngineProfile,
+        classes: Mapping[str, SloClass],
+        cfg: ClusterConfig,
+    ) -> None:
+        self.policy = policy
+        self.profile = engine_profile
+        self.classes = classes
+        self.cfg = cfg
+        self.ctx = RoutingContext(block_size=engine_profile.block_size, seed=cfg.seed)
+        self.router = build_named_profile(policy.profile, self.ctx)
+        self.engines = [
+            Engine(engine_profile, seed=cfg.seed * 1009 + i, jitter=cfg.jitter)
+            for i in range(cfg.replicas)
+        ]
+        self.ids = [f"e{i}" for i in range(cfg.replicas)]
+        self._index = {eid: i for i, eid in enumerate(self.ids)}
+        n = cfg.replicas
+        self.inflight = [0] * n
+        self.inflight_prefill = [0] * n
+        self.inflight_decode = [0] * n
+        self._stats: list[EngineStats] = [e.stats() for e in self.engines]
+        self._scraped_at = 0.0
+        self.predictor = MeanOutputPredictor()
+        self.scheduler: GatewayScheduler | None = None
+        if policy.gateway_queue:
+            self.scheduler = GatewayScheduler(
+                self.router.route, aging_tokens_per_s=cfg.aging_tokens_per_s
+            )
+        per_token = max(1e-9, engine_profile.a_s_per_token)
+        self.prefill_capacity = max(
+            engine_profile.block_size, int(cfg.prefill_budget_s / per_token)
+        )
+        self.records: dict[str, RequestRecord] = {}
+        self._last_now = 0.0
+
+    # --- the gateway's view ----------------------------------------------------------
+    def _scrape(self, now: float, force: bool = False) -> None:
+        if force or now - self._scraped_at >= self.cfg.scrape_interval_s:
+            self._stats = [e.stats() for e in self.engines]
+            self._scraped_at = now
+
+    def snapshots(self) -> list[EndpointState]:
+        p = self.profile
+        out = []
+        for i, eid in enumerate(self.ids):
+            st = self._stats[i]
+            out.append(
+                EndpointState(
+                    id=eid,
+                    num_running=st.num_running,
+                    num_waiting=st.num_waiting,
+                    kv_usage=st.kv_usage,
+                    inflight_requests=self.inflight[i],
+                    inflight_prefill_tokens=self.inflight_prefill[i],
+                    inflight_decode_tokens=self.inflight_decode[i],
+                    max_num_seqs=p.max_num_seqs,
+                    max_waiting=self.cfg.max_waiting,
+                    token_capacity=p.kv_capacity_tokens,
+                    prefill_capacity=self.prefill_capacity,
+                    prefill_s_per_token=p.a_s_per_token,
+                )
+            )
+        return out
+
+    def _route_request(self, rec: RequestRecord) -> RouteRequest:
+        r = rec.req
+        return RouteRequest(
+            request_id=r.request_id,
+            tenant=r.tenant,
+            prompt_tokens=r.prompt_tokens,
+            predicted_output=rec.predicted,
+            block_hashes=r.block_hashes,
+        )
+
+    def _dispatch(self, rec: RequestRecord, eid: str, now: float) -> None:
+        i = self._index[eid]
+        r = rec.req
+        cached = min(r.prompt_tokens - 1, self.ctx.last_matched_blocks * self.profile.block_size)
+        rec.uncached_est = max(0, r.prompt_tokens - max(0, cached))
+        rec.endpoint = i
+        rec.dispatched = now
+        self.inflight[i] += 1
+        self.inflight_prefill[i] += rec.uncached_est
+        self.inflight_decode[i] += rec.predicted
+        self.engines[i].add(
+            EngineRequest(r.request_id, r.prompt_tokens, r.output_tokens, r.block_hashes, now),
+            now,
+        )
+
+    # --- events ----------------------------------------------------------------------
+    def _arrive(self, r: SimRequest, now: float) -> None:
+        slo = self.classes[r.slo_class]
+        rec = RequestRecord(req=r, slo=slo, predicted=self.predictor.predict(r.slo_class))
+        self.records[r.request_id] = rec
+        route = self._route_request(rec)
+        if self.scheduler is None:
+            self._scrape(now)
+            eid = self.router.route(route, self.snapshots())
+            self._dispatch(rec, eid, now)
+            return
+        shed = self.scheduler.submit(QueuedRequest(route, slo, r.arrival, rec), now)
+        if shed is not None:
+            rec.shed = True
+
+    def _release(self, now: float) -> int:
+        sched = self.scheduler
+        if sched is None or not len(sched):
+            return 0
+        self._scrape(now)
+        released = sched.release(self.snapshots(), now)
+        for item, eid in released:
+            assert isinstance(item.payload, RequestRecord)
+            self._dispatch(item.payload, eid, now)
+        return len(released)
+
+    def _apply(self, res: StepResult, i: int, t: float) -> None:
+        recs = self.records
+        for rid in res.emitted:
+            rec = recs[rid]
+            if rec.first_token < 0:
+                rec.first_token = t
+                self.inflight_prefill[i] -= rec.uncached_est
+            if rec.emitted < rec.predicted:
+                self.inflight_decode[i] -= 1
+            rec.emitted += 1
+        for fin in res.finished:
+            rec = recs[fin.request_id]
+            rec.finish = t
+            rec.output_tokens = fin.output_tokens
+            rec.cached_tokens = fin.cached_tokens
+            rec.preemptions = fin.preemptions
+            self.inflight[i] -= 1
+            if rec.emitted < rec.predicted:
+                self.inflight_decode[i] -= rec.predicted - rec.emitted
+            self.predictor.observe(rec.req.slo_class, fin.output_tokens)
+            if self.scheduler is not None:
+                self.scheduler.settle(rec.req.tenant, rec.predicted, fin.output_tokens)
+
+    def run(self, workload: Sequence[SimRequest], max_events: int = 50_000_000) -> None:
+        """Replay the workload to the end (every request finished or shed)."""
+        reqs = sorted(workload, key=lambda r: r.arrival)
+        busy: list[tuple[float, int]] = []
+        pending: list[StepResult | None] = [None] * len(self.engines)
+        idx = 0
+        now = 0.0
+        next_expire = 0.0
+        events = 0
+        sched = self.scheduler
+        while True:
+            events += 1
+            if events > max_events:
+                raise RuntimeError("simulation exceeded max_events")
+            t_arr = reqs[idx].arrival if idx < len(reqs) else float("inf")
+            t_busy = busy[0][0] if busy else float("inf")
+            now = min(t_arr, t_busy)
+            if now == float("inf"):
+                if sched is not None and len(sched):
+                    now = self._last_now
+                    self._scrape(now, force=True)
+                    if self._release(now) == 0:
+                        raise RuntimeError("gateway queue blocked with an idle cluster")
+                    self._start_idle(busy, pending, now)
+                    continue
+                break
+            self._last_now = now
+            while busy and busy[0][0] <= now:
+                t_end, i = heapq.heappop(busy)
+                res = pending[i]
+                pending[i] = None
+                if res is not None:
+                    self._apply(res, i, t_end)
+            while idx < len(reqs) and reqs[idx].arrival <= now:
+                self._arrive(reqs[idx], now)
+                idx += 1
+            if sched is not None:
+                if now >= next_expire:
+                    for shed in sched.expire(now):
+                        assert isinstance(shed.item.payload, RequestRecord)
+                        shed.item.payload.shed = True
+                    next_expire = now + self.cfg.expire_interval_s
+                self._release(now)
+            self._start_idle(busy, pending, now)
+
+    def _start_idle(
+        self, busy: list[tuple[float, int]], pending: list[StepResult | None], now: float
+    ) -> None:
+        for i, eng in enumerate(self.engines):
+            if pending[i] is None and eng.has_work():
+                res = eng.step(now)
+                pending[i] = res
+                # a step that did nothing (blocked admission) still advances a floor
+                dur = res.duration if res.duration > 0 else max(1e-4, self.profile.t_floor_s)
+                heapq.heappush(busy, (now + dur, i))

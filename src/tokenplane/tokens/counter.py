@@ -1,0 +1,139 @@
+"""Fast prompt counting by source, through the segment cache.
+
+:class:`ChatCounter` walks the same pieces as :meth:`ChatTemplate.encode`, counting each
+text run via :class:`SegmentCache` and each framing piece by its id count, so
+``result.counts.prompt == len(template.encode(messages, tools))`` exactly. Framing tokens
+count toward the message they frame; the generation prompt toward ``user``. See
+:mod:`tokenplane.tokens.messages` for how messages are classified by source.
+
+:class:`TokenCounting` ties a registry, one shared segment cache and the per-model
+counters together: ``TokenCounting(registry).for_model("qwen2.5-72b-instruct")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplane.tokens.counts import TokenCounts
+from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, normalize
+from tokenplane.tokens.registry import TokenizerRegistry
+from tokenplane.tokens.segments import SegmentCache
+from tokenplane.tokens.template_base import ChatTemplate, Tools
+from tokenplane.tokens.templates import make_template
+
+Prompt = str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """One tokenized run of the prompt: its (first part's) source, tokens, cache state."""
+
+    source: str
+    tokens: int
+    chars: int
+    cached: bool
+
+
+@dataclass(slots=True)
+class CountResult:
+    counts: TokenCounts
+    segments: list[SegmentInfo] = field(default_factory=list)
+    system_fingerprint: str | None = None
+    exact: bool = True
+    flags: frozenset[str] = frozenset()
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.counts.prompt
+
+
+class ChatCounter:
+    def __init__(self, template: ChatTemplate, cache: SegmentCache, exact: bool = True) -> None:
+        self.template = template
+        self.cache = cache
+        self.exact = exact
+
+    @property
+    def tokenizer_name(self) -> str:
+        return self.template.tokenizer.name
+
+    def count(self, messages: Sequence[Mapping[str, Any]], tools: Tools = None) -> CountResult:
+        """Prompt tokens of a chat request, split by source (see module doc)."""
+        conv = normalize(messages)
+        pieces = self.template.pieces(conv, tools)
+        by_source: dict[str, int] = {"system": 0, "history": 0, "context": 0, "tools": 0, "user": 0}
+        segments: list[SegmentInfo] = []
+        texts: list[str] = []
+        sources: list[str] = []
+        tok = self.template.tokenizer
+        measure = self.cache.measure
+
+        def flush() -> None:
+            entry, hit = measure(tok, tuple(texts))
+            for src, n in zip(sources, entry.counts, strict=True):
+                by_source[src] += n
+            segments.append(SegmentInfo(sources[0], entry.total, entry.chars, hit))
+            texts.clear()
+            sources.clear()
+
+        for p in pieces:
+            if p.ids:
+                if texts:
+                    flush()
+                by_source[p.source] += len(p.ids)
+            elif p.text:
+                texts.append(p.text)
+                sources.append(p.source)
+        if texts:
+            flush()
+        system_text = "\n\n".join(m.full_text for m in conv.messages if m.source == "system")
+        fp = self.cache.fingerprint(system_text) if system_text else None
+        counts = TokenCounts(**by_source)
+        exact = self.exact and not conv.images
+        return CountResult(counts, segments, fp, exact, frozenset(conv.flags))
+
+    def count_prompt(self, prompt: Prompt) -> CountResult:
+        """A plain completion prompt: a string, strings, token ids, or lists of ids."""
+        if isinstance(prompt, str):
+            return CountResult(TokenCounts(user=self.cache.count(self.template.tokenizer, prompt)))
+        total = 0
+        for item in prompt:
+            if isinstance(item, str):
+                total += self.cache.count(self.template.tokenizer, item)
+            elif isinstance(item, int):
+                total += 1
+            else:
+                total += len(item)
+        return CountResult(TokenCounts(user=total), exact=self.exact)
+
+    def count_text(self, text: str) -> int:
+        return self.cache.count(self.template.tokenizer, text)
+
+
+class TokenCounting:
+    """Registry + one shared segment cache + a lazily built counter per model."""
+
+    def __init__(
+        self,
+        registry: TokenizerRegistry | None = None,
+        cache: SegmentCache | None = None,
+        image_tokens: int = DEFAULT_IMAGE_TOKENS,
+    ) -> None:
+        self.registry = registry or TokenizerRegistry()
+        self.cache = cache or SegmentCache()
+        self.image_tokens = image_tokens
+        self._counters: dict[str, ChatCounter | None] = {}
+
+    def for_model(self, model: str) -> ChatCounter | None:
+        """The counter for ``model``, or None when its tokenizer is unknown (estimate it)."""
+        if model in self._counters:
+            return self._counters[model]
+        rule = self.registry.resolve(model)
+        counter = None
+        if rule is not None:
+            template = make_template(rule.family, self.registry.get(rule.spec), self.image_tokens)
+            counter = ChatCounter(template, self.cache, rule.exact)
+        self._counters[model] = counter
+        return counter

