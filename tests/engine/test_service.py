@@ -247,4 +247,9 @@ async def test_metrics_tokenize_models_health_embeddings(
     assert again["data"][0]["embedding"] == emb["data"][0]["embedding"]
 
     recorded = orjson.loads((await service.handle("GET", "/sim/requests", b"", {})).body or b"")
-    assert len(recorded) == 5 and recorded[-1] == {"input": "a b", "dimensions": 8}
+    assert len(recorded) == 4 and recorded[-1] == {"input": "a b", "dimensions": 8}
+    assert recorded[0] == chat_body(max_tokens=4)
+    for i in range(2):
+        await post(service, "/tokenize", {"prompt": f"p{i}"})
+    recorded = orjson.loads((await service.handle("GET", "/sim/requests", b"", {})).body or b"")
+    assert len(recorded) == 5 and recorded[0] == {"prompt": "hello world"}  # keeps the last 5

@@ -12,35 +12,14 @@ from typing import Any, TypeVar
 import asyncpg
 import pytest
 
-from tokenplane.metering.events import UsageEvent
-
 T = TypeVar("T")
 PG_DSN = os.environ.get("TOKENPLANE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-def make_event(i: int, **attrs: Any) -> UsageEvent:
-    base: dict[str, Any] = {
-        "request_id": f"req-{i}",
-        "attempt": 0,
-        "ts": 1_700_000_000.0 + i,
-        "tenant": f"t{i % 3}",
-        "department": "d",
-        "app": f"app{i % 2}",
-        "key_id": "k1",
-        "model": "gpt-x",
-        "input_system": 10,
-        "input_user": 5,
-        "input_tokens": 15,
-        "output_tokens": 7,
-    }
-    base.update(attrs)
-    return UsageEvent(**base)
 
 
 async def _pg_reachable() -> bool:
     try:
         con = await asyncpg.connect(PG_DSN, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+    except (TimeoutError, OSError, asyncpg.PostgresError):
         return False
     await con.close()
     return True

@@ -68,7 +68,7 @@ class LimitTable:
     def bind(self, scopes: Sequence[Scope], now: float) -> list[BoundLimit]:
         """Every limit of every scope in ``scopes``, in chain order."""
         out: list[BoundLimit] = []
-        for scope in scopes:
+        for scope in dict.fromkeys(scopes):
             for rule in self._rules.get(scope, ()):
                 out.append(bind(scope, rule, now))
         return out

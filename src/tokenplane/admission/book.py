@@ -210,7 +210,8 @@ class CounterBook:
                 if isinstance(st, _Calendar):
                     st.held += n
                     self._alerts(alerts, i + 1, before, st.used, w[3])
-            entries.append(_Entry(w[0], w[1], w[2], n, w[4] if w[1] == "c" else 0))
+            win = st.win if isinstance(st, _Calendar) else 0
+            entries.append(_Entry(w[0], w[1], w[2], n, win))
             out.append(w[3] - self._used(st))
         rec = _Record(rid, tenant, now_ms + ttl_ms, ttl_ms, entries, list(vec))
         self._records[rid] = rec

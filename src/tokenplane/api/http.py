@@ -25,6 +25,7 @@ log = logging.getLogger("tokenplane.api")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 JSON = "application/json"
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 
 
 def new_request_id() -> str:
@@ -38,8 +39,8 @@ def error_response(err: ApiError, request_id: str) -> web.Response:
 
 @web.middleware
 async def envelope_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    rid = request.get("request_id") or new_request_id()
-    request["request_id"] = rid
+    rid = request.get(REQUEST_ID) or new_request_id()
+    request[REQUEST_ID] = rid
     try:
         resp = await handler(request)
     except ApiError as err:
@@ -89,12 +90,12 @@ class OpenAIRoutes:
 
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
-            raise ApiError(413, f"The request body is {request.content_length} bytes; the limit "
+            raise ApiError(413, f"The request body is too large: {request.content_length} bytes; the limit "
                            f"is {self.max_body}.", code="request_too_large")
         return await request.read()
 
     async def inference(self, request: web.Request) -> web.StreamResponse:
-        rid: str = request["request_id"]
+        rid: str = request[REQUEST_ID]
         raw = await self._body(request)
         ctx = RequestContext(rid, request.path, OPERATIONS[request.path], raw, request.headers)
         try:

@@ -147,6 +147,7 @@ class KeyStore:
                 (rec.id, hash_key(key), rec.prefix, tenant, department, app, name,
                  int(admin), rec.created_at),
             )
+            self._version = -1  # our own writes do not move data_version
         return key, rec
 
     def revoke(self, key_id: str) -> bool:
@@ -155,6 +156,7 @@ class KeyStore:
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (time.time(), key_id),
             )
+            self._version = -1
         return cur.rowcount > 0
 
     def list_keys(self, tenant: str | None = None) -> list[KeyRecord]:

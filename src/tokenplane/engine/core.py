@@ -159,6 +159,15 @@ class Engine:
     def has_work(self) -> bool:
         return bool(self._running or self._waiting)
 
+    @property
+    def num_running(self) -> int:
+        """Requests in the running batch (cheaper than stats())."""
+        return len(self._running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
     # --- one iteration -----------------------------------------------------------------
     def step(self, now: float) -> StepResult:
         """Run one iteration starting at ``now``; the caller advances by .duration."""

@@ -76,7 +76,9 @@ def run_virtual(
         res = engine.step(t)
         steps += 1
         batched += res.num_batched_tokens
-        max_running = max(max_running, engine.stats().num_running + len(res.finished))
+        running = engine.num_running + len(res.finished)
+        if running > max_running:
+            max_running = running
         t = res.start + res.duration
         for rid in res.emitted:
             first.setdefault(rid, t)

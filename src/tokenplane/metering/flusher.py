@@ -33,32 +33,12 @@ from tokenplane.metering.journal_files import (
     Position,
     delete_segments_before,
     read_checkpoint,
-    read_segment,
-    segment_name,
-    segment_numbers,
+    read_pending,
     write_checkpoint,
 )
 from tokenplane.metering.sinks import LedgerSink
 
 log = logging.getLogger(__name__)
-
-
-def read_pending(
-    writer_dir: Path, start: Position, upto: Position | None = None
-) -> list[tuple[UsageEvent, Position]]:
-    """Intact records at or after ``start`` (and not past ``upto``), with end positions."""
-    out: list[tuple[UsageEvent, Position]] = []
-    for number in segment_numbers(writer_dir):
-        if number < start.segment:
-            continue
-        if upto is not None and number > upto.segment:
-            break
-        offset = start.offset if number == start.segment else 0
-        for event, end in read_segment(writer_dir / segment_name(number), offset):
-            if upto is not None and number == upto.segment and end > upto.offset:
-                break
-            out.append((event, Position(number, end)))
-    return out
 
 
 async def write_with_checkpoint(

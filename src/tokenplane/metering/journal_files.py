@@ -173,3 +173,26 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+
+def read_pending(
+    writer_dir: Path, start: Position | None = None, upto: Position | None = None
+) -> list[tuple[UsageEvent, Position]]:
+    """Intact records after ``start`` (default: the checkpoint), not past ``upto``.
+
+    Each comes with the journal position just after it.
+    """
+    begin = read_checkpoint(writer_dir) if start is None else start
+    out: list[tuple[UsageEvent, Position]] = []
+    for number in segment_numbers(writer_dir):
+        if number < begin.segment:
+            continue
+        if upto is not None and number > upto.segment:
+            break
+        offset = begin.offset if number == begin.segment else 0
+        for event, end in read_segment(writer_dir / segment_name(number), offset):
+            if upto is not None and number == upto.segment and end > upto.offset:
+                break
+            out.append((event, Position(number, end)))
+    return out

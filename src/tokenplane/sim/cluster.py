@@ -49,6 +49,7 @@ class ClusterConfig:
     scrape_interval_s: float = 0.05
     max_waiting: int = 4
     prefill_budget_s: float = 0.6
+    token_budget: int = 12_000
     aging_tokens_per_s: float = 200.0
     expire_interval_s: float = 1.0
     jitter: float = 0.0
@@ -177,7 +178,7 @@ class ClusterSim:
                     inflight_decode_tokens=self.inflight_decode[i],
                     max_num_seqs=p.max_num_seqs,
                     max_waiting=self.cfg.max_waiting,
-                    token_capacity=p.kv_capacity_tokens,
+                    token_capacity=self.cfg.token_budget,
                     prefill_capacity=self.prefill_capacity,
                     prefill_s_per_token=p.a_s_per_token,
                 )

@@ -88,7 +88,7 @@ class ChatCounter:
                 sources.append(p.source)
         if texts:
             flush()
-        system_text = "\n\n".join(m.full_text for m in conv.messages if m.source == "system")
+        system_text = "\n\n".join(m.content for m in conv.messages if m.source == "system")
         fp = self.cache.fingerprint(system_text) if system_text else None
         counts = TokenCounts(**by_source)
         exact = self.exact and not conv.images

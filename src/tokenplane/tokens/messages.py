@@ -14,7 +14,8 @@ Source convention (``TokenCounts`` fields):
 - ``tools``: the tool/function definitions rendered into the prompt.
 
 Content is a string or a list of parts. Text parts (``{"type": "text", "text": ...}``) are
-joined with ``"\\n"`` (as vLLM does for string-only chat templates). Image parts
+joined in order with ``"\\n"`` (as vLLM does for string-only chat templates); the separator
+after a part counts with that part. Image parts
 (``image_url`` / ``input_image`` / ``image``) are not text: each counts as a fixed
 estimate of tokens (``image_tokens``, default 765 = OpenAI's 1024x1024 high-detail cost)
 and flags the result as estimated.
@@ -43,26 +44,18 @@ class ToolCall:
 class ChatMessage:
     """One message, reduced to what the chat templates render.
 
-    ``text`` is the text that counts toward the message's own source; ``context_text`` holds
-    content parts marked as context (rendered after ``text``, joined with ``"\\n"``).
+    ``content`` is the text (parts joined with ``"\\n"``); ``parts`` keeps the text parts in
+    order with a context flag, only when some part is marked as context (else empty).
     """
 
     role: str
-    text: str
+    content: str
     name: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     images: int = 0
-    context_text: str = ""
+    parts: tuple[tuple[str, bool], ...] = ()
     marked_context: bool = False
     source: str = "history"
-
-    @property
-    def full_text(self) -> str:
-        if not self.context_text:
-            return self.text
-        if not self.text:
-            return self.context_text
-        return self.text + "\n" + self.context_text
 
 
 @dataclass(slots=True)
@@ -72,20 +65,19 @@ class Conversation:
     flags: set[str] = field(default_factory=set)
 
 
-def _text_of(content: Any) -> tuple[str, str, int]:
-    """(own text, context-marked text, image count) of a message's content."""
+def _text_of(content: Any) -> tuple[str, tuple[tuple[str, bool], ...], int]:
+    """(joined text, ordered (text, is_context) parts if any is context, image count)."""
     if content is None:
-        return "", "", 0
+        return "", (), 0
     if isinstance(content, str):
-        return content, "", 0
+        return content, (), 0
     if not isinstance(content, Sequence):
         raise ValueError("message content must be a string or a list of parts")
-    own: list[str] = []
-    ctx: list[str] = []
+    parts: list[tuple[str, bool]] = []
     images = 0
     for part in content:
         if isinstance(part, str):
-            own.append(part)
+            parts.append((part, False))
             continue
         if not isinstance(part, Mapping):
             raise ValueError("content parts must be objects")
@@ -96,8 +88,10 @@ def _text_of(content: Any) -> tuple[str, str, int]:
         text = part.get("text")
         if not isinstance(text, str):
             raise ValueError(f"content part of type {kind!r} has no text")
-        (ctx if part.get(SOURCE_KEY) == "context" else own).append(text)
-    return "\n".join(own), "\n".join(ctx), images
+        parts.append((text, part.get(SOURCE_KEY) == "context"))
+    joined = "\n".join(t for t, _ in parts)
+    marked = any(c for _, c in parts)
+    return joined, tuple(parts) if marked else (), images
 
 
 def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
@@ -135,9 +129,9 @@ def normalize(messages: Sequence[Mapping[str, Any]]) -> Conversation:
             raise ValueError("each message needs a string role")
         raw_name = msg.get("name")
         name = raw_name if isinstance(raw_name, str) and raw_name else None
-        text, ctx, images = _text_of(msg.get("content"))
+        text, parts, images = _text_of(msg.get("content"))
         total_images += images
-        m = ChatMessage(role, text, name, _tool_calls(msg.get("tool_calls")), images, ctx)
+        m = ChatMessage(role, text, name, _tool_calls(msg.get("tool_calls")), images, parts)
         m.marked_context = _is_context(msg, role, name)
         out.append(m)
     last_user = -1

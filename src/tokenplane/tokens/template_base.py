@@ -66,12 +66,34 @@ def arguments_json(arguments: str) -> str:
         return json.dumps(arguments, ensure_ascii=False)
 
 
-def content_pieces(m: ChatMessage, prefix: str = "", suffix: str = "") -> list[Piece]:
-    """``prefix + full_text + suffix`` as pieces; context-marked parts go to ``context``."""
-    if not m.context_text:
-        return [Piece(m.source, prefix + m.text + suffix)]
-    head = prefix + (m.text + "\n" if m.text else "")
-    return [Piece(m.source, head), Piece("context", m.context_text + suffix)]
+def content_pieces(
+    m: ChatMessage, prefix: str = "", suffix: str = "", strip: bool = False
+) -> list[Piece]:
+    """``prefix + content + suffix`` as pieces; parts marked as context count as ``context``.
+
+    ``strip`` trims the content (not prefix/suffix) as ``str.strip`` would.
+    """
+    if not m.parts:
+        body = m.content.strip() if strip else m.content
+        return [Piece(m.source, prefix + body + suffix)]
+    last = len(m.parts) - 1
+    texts = [t + ("\n" if i < last else "") for i, (t, _) in enumerate(m.parts)]
+    if strip:
+        for i in range(len(texts)):
+            texts[i] = texts[i].lstrip()
+            if texts[i]:
+                break
+        for i in range(last, -1, -1):
+            texts[i] = texts[i].rstrip()
+            if texts[i]:
+                break
+    texts[0] = prefix + texts[0]
+    texts[last] += suffix
+    return [
+        Piece("context" if ctx else m.source, t)
+        for t, (_, ctx) in zip(texts, m.parts, strict=True)
+        if t
+    ]
 
 
 class ChatTemplate:

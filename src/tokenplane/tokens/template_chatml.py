@@ -92,7 +92,7 @@ class ChatMLTemplate(ChatTemplate):
 
     def _assistant_calls(self, m: ChatMessage) -> list[Piece]:
         out = [Piece(m.source, "assistant")]
-        if m.full_text:
+        if m.content:
             out += content_pieces(m, "\n")
         for call in m.tool_calls:
             text = (

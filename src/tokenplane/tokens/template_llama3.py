@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from tokenplane.tokens.messages import ChatMessage, Conversation
-from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, tools_json
+from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, content_pieces, tools_json
 
 BEGIN_OF_TEXT = 128000
 START_HEADER = 128006
@@ -50,18 +50,8 @@ class Llama3Template(ChatTemplate):
         return out
 
     def _body(self, m: ChatMessage) -> list[Piece]:
-        calls = [
-            json.dumps({"name": c.name, "parameters": c.arguments}, ensure_ascii=False)
-            for c in m.tool_calls
-        ]
-        own = "\n".join(p for p in (m.text, *calls) if p)
-        ctx = m.context_text
-        if not ctx:
-            return [Piece(m.source, "\n\n" + own.strip()), *self.image_piece(m)]
-        if not own.strip():
-            return [Piece("context", "\n\n" + ctx.strip()), *self.image_piece(m)]
-        return [
-            Piece(m.source, "\n\n" + own.lstrip() + "\n"),
-            Piece("context", ctx.rstrip()),
-            *self.image_piece(m),
-        ]
+        out = content_pieces(m, "\n\n", strip=True)
+        for c in m.tool_calls:
+            call = json.dumps({"name": c.name, "parameters": c.arguments}, ensure_ascii=False)
+            out.append(Piece(m.source, "\n" + call))
+        return out + self.image_piece(m)

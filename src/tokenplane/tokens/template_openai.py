@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from tokenplane.tokens.messages import ChatMessage, Conversation
-from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, tools_json
+from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, content_pieces, tools_json
 
 IM_START = 100264
 IM_END = 100265
@@ -53,12 +53,8 @@ class OpenAITemplate(ChatTemplate):
         return out
 
     def _body(self, m: ChatMessage) -> list[Piece]:
-        calls = [
-            json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
-            for c in m.tool_calls
-        ]
-        own = "\n".join([m.text, *calls]) if calls and m.text else "\n".join(calls) or m.text
-        out = [Piece(m.source, own)] if own else []
-        if m.context_text:
-            out.append(Piece("context", ("\n" if own else "") + m.context_text))
+        out = content_pieces(m) if m.content else []
+        for k, c in enumerate(m.tool_calls):
+            call = json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False)
+            out.append(Piece(m.source, ("\n" if k or m.content else "") + call))
         return out + self.image_piece(m)

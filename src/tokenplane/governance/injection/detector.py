@@ -1,0 +1,124 @@
+"""Injection detectors: the protocol, the heuristic one and a composite of several."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+import re
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from tokenplane.governance.injection.normalize import normalize
+from tokenplane.governance.injection.rules import ALL_RULES, HIDDEN, Rule
+
+Source = Literal["user", "system", "context", "tool"]
+
+INDIRECT_SOURCES: frozenset[str] = frozenset({"context", "tool"})
+
+# Quoted passages: a user quoting an attack phrase to ask about it is not issuing it.
+_QUOTED_RE = re.compile(r'"[^"\n]{3,200}"|“[^”\n]{3,200}”|「[^」\n]{3,200}」|‘[^’\n]{3,200}’|『[^』\n]{3,200}』')
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A score in [0, 1], the categories seen and the ids of the rules that matched."""
+
+    score: float
+    labels: tuple[str, ...] = ()
+    matched: tuple[str, ...] = ()
+    detector: str = ""
+
+
+@runtime_checkable
+class InjectionDetector(Protocol):
+    """Scores one text; a model-based classifier implements the same method."""
+
+    def score(self, text: str, source: Source = "user") -> Verdict: ...
+
+
+def _combine(weights: Iterable[float]) -> float:
+    miss = 1.0
+    for w in weights:
+        miss *= 1.0 - min(max(w, 0.0), 1.0)
+    return 1.0 - miss
+
+
+@dataclass
+class HeuristicDetector:
+    """Rule-based screen in English and Chinese over normalised text.
+
+    Each matching rule contributes its weight (noisy-or). Text from RAG context
+    or tool results gets ``indirect_boost`` on every weight, since instructions
+    have no business there. Invisible or hidden characters and decoded base64
+    payloads are scanned too; hiding instructions adds ``hidden_weight``.
+    """
+
+    rules: Sequence[Rule] = ALL_RULES
+    indirect_boost: float = 1.25
+    hidden_weight: float = 0.5
+    invisible_weight: float = 0.2
+    quoted_factor: float = 0.4
+    name: str = "heuristic"
+
+    def score(self, text: str, source: Source = "user") -> Verdict:
+        norm = normalize(text)
+        indirect = source in INDIRECT_SOURCES
+        boost = self.indirect_boost if indirect else 1.0
+        weights: list[float] = []
+        labels: list[str] = []
+        matched: list[str] = []
+        quoted = [] if indirect else [m.span() for m in _QUOTED_RE.finditer(norm.text)]
+        for rule, start in self._matching(norm.text, indirect):
+            inside = any(lo < start < hi for lo, hi in quoted)
+            weights.append(rule.weight * boost * (self.quoted_factor if inside else 1.0))
+            labels.append(rule.label)
+            matched.append(rule.id)
+        for payload in norm.hidden + norm.decoded:
+            hits = [r for r, _ in self._matching(payload, True)]
+            if hits:
+                weights.append(self.hidden_weight)
+                weights.extend(r.weight * boost for r in hits)
+                labels.extend([HIDDEN, *(r.label for r in hits)])
+                matched.extend(f"hidden:{r.id}" for r in hits)
+        if norm.signals:
+            labels.append(HIDDEN)
+            matched.extend(f"signal:{s}" for s in dict.fromkeys(norm.signals))
+            if weights:
+                weights.append(self.invisible_weight)
+        return Verdict(
+            score=round(_combine(weights), 4),
+            labels=tuple(dict.fromkeys(labels)),
+            matched=tuple(dict.fromkeys(matched)),
+            detector=self.name,
+        )
+
+    def _matching(self, text: str, indirect: bool) -> list[tuple[Rule, int]]:
+        hits: list[tuple[Rule, int]] = []
+        for rule in self.rules:
+            if rule.indirect_only and not indirect:
+                continue
+            m = rule.pattern.search(text)
+            if m is not None:
+                hits.append((rule, m.start()))
+        return hits
+
+
+@dataclass
+class CompositeDetector:
+    """Runs several detectors; the score is the maximum (or a weighted mean)."""
+
+    detectors: Sequence[InjectionDetector]
+    weights: Sequence[float] | None = None
+    mode: Literal["max", "mean"] = "max"
+
+    def score(self, text: str, source: Source = "user") -> Verdict:
+        verdicts = [d.score(text, source) for d in self.detectors]
+        if not verdicts:
+            return Verdict(0.0, detector="composite")
+        if self.mode == "max":
+            value = max(v.score for v in verdicts)
+        else:
+            ws = list(self.weights or [1.0] * len(verdicts))
+            value = sum(w * v.score for w, v in zip(ws, verdicts, strict=True)) / sum(ws)
+        labels = tuple(dict.fromkeys(label for v in verdicts for label in v.labels))
+        matched = tuple(dict.fromkeys(m for v in verdicts for m in v.matched))
+        return Verdict(round(value, 4), labels, matched, "composite")

@@ -1,0 +1,107 @@
+"""Heuristic injection rules in English and Chinese, matched on normalised text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OVERRIDE = "instruction_override"
+ROLEPLAY = "roleplay_jailbreak"
+EXTRACTION = "prompt_extraction"
+HIDDEN = "hidden_payload"
+INDIRECT = "indirect_injection"
+EXFILTRATION = "exfiltration"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A pattern over normalised (case-folded, NFKC, confusable-mapped) text."""
+
+    id: str
+    label: str
+    pattern: re.Pattern[str]
+    weight: float
+    indirect_only: bool = False  # counts only in context / tool text
+
+
+def _r(rule_id: str, label: str, pattern: str, weight: float, indirect_only: bool = False) -> Rule:
+    return Rule(rule_id, label, re.compile(pattern), weight, indirect_only)
+
+
+_PREV = r"(?:previous|prior|preceding|above|earlier|former|initial|original|foregoing|existing|system|all|any|the|your|my|these|those|every)"
+_INSTR = r"(?:instructions?|prompts?|rules?|directions?|directives?|guidelines?|guidance|constraints?|restrictions?|programming|commands?|orders|context|system messages?|guardrails?|safety (?:rules|policies|guidelines))"
+_ZH_PREV = r"(?:之前|以上|上面|上述|前面|先前|此前|原来|原先|原有|系统|开发者|你的|您的|所有|全部|一切|任何)"
+_ZH_INSTR = r"(?:指令|指示|提示词?|规则|要求|设定|约束|限制|命令|规定|安全策略|系统消息|对话)"
+
+EN_RULES: tuple[Rule, ...] = (
+    _r("en.override.ignore", OVERRIDE,
+       r"\b(?:ignore|disregard|forget|skip|bypass|override|neglect|drop|abandon|discard|set aside)\b"
+       r"(?:\s+\w+){0,3}?\s+" + _PREV + r"(?:\s+\w+){0,2}?\s+" + _INSTR, 0.9),
+    _r("en.override.ignore_above", OVERRIDE,
+       r"\b(?:ignore|disregard|forget)\s+(?:everything|all|anything|what)\s+(?:(?:you were|you've been|i)\s+(?:told|said|given)|above|before|previously|so far)", 0.85),
+    _r("en.override.new_rules", OVERRIDE,
+       r"\b(?:new|updated|real|actual|true)\s+(?:instructions|rules|system prompt|directive)s?\s*(?::|are|follow|take precedence)", 0.6),
+    _r("en.override.no_longer", OVERRIDE,
+       r"\b(?:no longer|not) (?:bound|restricted|limited|constrained) by\b", 0.7),
+    _r("en.override.instead", OVERRIDE,
+       r"\b(?:instead|from now on|henceforth|for the rest of this conversation),? (?:you (?:will|must|shall|should)|only|always|respond|answer|do)\b", 0.4),
+    _r("en.roleplay.dan", ROLEPLAY, r"\bdo anything now\b|\bdan mode\b|\bas dan\b|\byou are dan\b|\bstan\b mode|\bdude mode\b", 0.9),
+    _r("en.roleplay.dev_mode", ROLEPLAY, r"\b(?:developer|god|debug|jailbreak|unrestricted|admin|sudo) mode\b", 0.6),
+    _r("en.roleplay.jailbreak", ROLEPLAY, r"\bjailbr(?:eak|oken)\b", 0.45),
+    _r("en.roleplay.you_are_now", ROLEPLAY,
+       r"\byou are (?:now|no longer)\b|\bfrom now on,? you are\b|\byou will now act as\b", 0.55),
+    _r("en.roleplay.pretend", ROLEPLAY,
+       r"\b(?:pretend|act|roleplay|role-play|behave)\b(?:\s+\w+){0,3}\s+(?:as|to be|you are|like)\b", 0.3),
+    _r("en.roleplay.unfiltered", ROLEPLAY,
+       r"\b(?:without|no|free of|free from|ignore|ignoring)\s+(?:any\s+)?(?:restrictions|limitations|filters|censorship|rules|ethical|moral|guidelines|content polic(?:y|ies)|safety)\b"
+       r"|\bunfiltered\b|\buncensored\b|\bno (?:ethical|moral) (?:guidelines|constraints|limits)\b", 0.5),
+    _r("en.roleplay.evil", ROLEPLAY, r"\b(?:evil|rogue|unaligned|amoral) (?:ai|assistant|model|chatbot|twin|version)\b", 0.6),
+    _r("en.extract.reveal", EXTRACTION,
+       r"\b(?:reveal|show|print|output|repeat|display|tell|leak|give|share|dump|write out|recite|spell out|copy|paste|return|what (?:is|are|was|were))\b"
+       r"(?:\s+\w+){0,4}?\s+(?:system prompt|system message|initial (?:prompt|instructions)|hidden (?:prompt|instructions)|original instructions|developer (?:message|prompt|instructions)|pre-?prompt|instructions you were given|your instructions|your rules|your prompt)", 0.8),
+    _r("en.extract.above", EXTRACTION,
+       r"\b(?:repeat|print|output|copy)\b(?:\s+\w+){0,4}\s+(?:above|before this|at the (?:start|beginning)|verbatim)\b", 0.5),
+    _r("en.extract.begin", EXTRACTION, r"\bstarting with (?:\"|')?you are\b|\beverything (?:above|before) (?:this|the first)\b", 0.6),
+    _r("en.indirect.addressed", INDIRECT,
+       r"\b(?:ai|assistant|chatbot|language model|llm|model|agent|gpt|claude|bot)s?\b[,:]?\s+(?:you must|please|now|immediately|ignore|do not|don't|stop)\b", 0.45, True),
+    _r("en.indirect.when_read", INDIRECT,
+       r"\b(?:if|when) (?:you are |you're )?(?:an? )?(?:ai|assistant|language model|llm|chatbot|agent)\b(?:\s+\w+){0,4}\s+(?:read|reading|process|summari[sz]|see)", 0.7),
+    _r("en.indirect.system_tag", INDIRECT,
+       r"<\|?(?:im_start|system|endoftext)\|?>|\[/?(?:system|inst)\]|^\s*(?:system|assistant)\s*:|###\s*(?:system|instruction)|\bbegin (?:new )?system (?:prompt|instructions)\b", 0.6),
+    _r("en.indirect.important", INDIRECT,
+       r"\b(?:important|attention|urgent|note to (?:the )?(?:ai|assistant|model))\s*[:!]+\s*(?:\w+\s+){0,4}(?:instructions?|you must|ignore|assistant|ai)\b", 0.55),
+    _r("en.indirect.hide_user", INDIRECT,
+       r"\b(?:do not|don't|never) (?:tell|inform|mention|reveal|show)(?: this)? (?:to )?(?:the )?user\b|\bwithout (?:telling|informing|notifying) the user\b", 0.6),
+    _r("en.exfil.send", EXFILTRATION,
+       r"\b(?:send|post|forward|upload|email|e-mail|transmit|exfiltrate|leak)\b(?:\s+\w+){0,4}\s+(?:conversation|chat history|credentials|passwords?|api keys?|secrets?|tokens?|user data|personal data|the data|all data|files?)\b(?:\s+\w+){0,3}\s+(?:to|at)\b", 0.5),
+    _r("en.exfil.image", EXFILTRATION, r"!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*=", 0.6),
+    _r("en.hidden.decode", HIDDEN,
+       r"\b(?:decode|decipher|base64|rot13|reverse)\b(?:\s+\w+){0,6}\s+(?:and|then)\s+(?:follow|execute|run|obey|do|perform)\b", 0.6),
+)  # fmt: skip
+
+ZH_RULES: tuple[Rule, ...] = (
+    _r("zh.override.ignore", OVERRIDE,
+       r"(?:忽略|无视|忽视|忘记|忘掉|不要理会|别管|不用管|抛开|丢弃|绕过|跳过|推翻|覆盖)[^。！？\n]{0,8}?" + _ZH_PREV + r"[^。！？\n]{0,8}?" + _ZH_INSTR, 0.9),
+    _r("zh.override.no_limits", OVERRIDE,
+       r"(?:不再|不用再|无需|不必)(?:受|遵守|遵循|理会)[^。！？\n]{0,8}(?:限制|约束|规则|规定|指令|政策|策略)", 0.7),
+    _r("zh.override.new_rules", OVERRIDE, r"(?:新的|最新的|真正的|更新后的)(?:指令|规则|系统提示)[是如为：:]", 0.6),
+    _r("zh.override.from_now", OVERRIDE, r"(?:从现在(?:开始|起)|接下来|今后)[，,]?(?:你)?(?:只|必须|将|要|只能|一律)", 0.35),
+    _r("zh.roleplay.you_are_now", ROLEPLAY, r"你现在(?:是|扮演|成为|变成)|你已经不再是|你不再是", 0.55),
+    _r("zh.roleplay.play", ROLEPLAY, r"(?:扮演|假装|假扮|模拟|充当)(?:你是|成|一个|一名|一位)?", 0.3),
+    _r("zh.roleplay.unfiltered", ROLEPLAY,
+       r"(?:没有|不受|不受任何|摆脱|解除|无视|去掉|去除|突破)(?:任何)?(?:限制|约束|审查|过滤|道德|伦理|安全)|无限制|无审查|不受约束", 0.5),
+    _r("zh.roleplay.dev_mode", ROLEPLAY, r"(?:开发者|越狱|上帝|调试|管理员)模式|越狱", 0.6),
+    _r("zh.extract.reveal", EXTRACTION,
+       r"(?:输出|显示|告诉我|泄露|透露|打印|重复|复述|给我看|展示|公开|说出|写出|列出)[^。！？\n]{0,8}?(?:系统提示|系统提示词|系统消息|初始指令|初始提示|系统指令|隐藏指令|原始指令|开发者指令|你的指令|你的提示词|你的设定|预设提示|system prompt)", 0.8),
+    _r("zh.extract.what", EXTRACTION, r"(?:你的|你收到的)(?:系统提示词?|初始指令|系统指令|设定)(?:是什么|有哪些|原文|全文|内容)", 0.7),
+    _r("zh.indirect.addressed", INDIRECT,
+       r"(?:ai|助手|人工智能|模型|大模型|机器人|智能体)[,，:：]?\s*(?:你必须|请立即|立即|请忽略|忽略|不要|现在)", 0.45, True),
+    _r("zh.indirect.when_read", INDIRECT, r"(?:如果|当)(?:你是)?(?:ai|助手|人工智能|模型|大模型)[^。！？\n]{0,10}(?:读到|看到|处理|总结)", 0.7),
+    _r("zh.indirect.hide_user", INDIRECT, r"(?:不要|别|切勿|不得)(?:告诉|通知|提醒|让)用户|瞒着用户", 0.6),
+    _r("zh.indirect.important", INDIRECT, r"(?:重要|注意|紧急)(?:提示|通知|指令)?[:：！!]\s*[^。\n]{0,10}(?:助手|ai|模型|指令)", 0.5),
+    _r("zh.exfil.send", EXFILTRATION,
+       r"(?:发送|发到|转发|上传|提交|邮件发送|传给)[^。！？\n]{0,12}?(?:对话记录|聊天记录|密码|密钥|令牌|凭证|用户数据|个人信息|全部数据|文件)", 0.45),
+    _r("zh.hidden.decode", HIDDEN, r"(?:解码|base64|解密)[^。！？\n]{0,12}(?:执行|照做|遵循|服从|按照)", 0.6),
+)  # fmt: skip
+
+ALL_RULES: tuple[Rule, ...] = EN_RULES + ZH_RULES

@@ -1,0 +1,97 @@
+"""Runs a real gateway (or simulated engines) on a real port in a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sqlite3
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from tokenplane.app import GATEWAY_KEY, Gateway, build_app
+from tokenplane.config.loader import validate_config
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayThread:
+    """A gateway built from ``config`` serving on 127.0.0.1:<port> in its own loop."""
+
+    def __init__(self, config: dict[str, Any], home: Path) -> None:
+        config = dict(config)
+        config["data_dir"] = str(home)
+        self.config = validate_config(config)
+        self.home = home
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.app: web.Application | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def gateway(self) -> Gateway:
+        assert self.app is not None
+        return self.app[GATEWAY_KEY]
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 60) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self) -> GatewayThread:
+        self._thread.start()
+
+        async def up() -> None:
+            self.app = build_app(self.config)
+            self._runner = web.AppRunner(self.app, handle_signals=False)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+        self.call(up())
+        return self
+
+    def create_key(self, tenant: str = "default", **kw: Any) -> str:
+        key, _ = self.gateway.keys.create_key(tenant, **kw)
+        return key
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            self.call(self._runner.cleanup())
+            self._runner = None
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+    def ledger_rows(self, where: str = "1=1") -> list[dict[str, Any]]:
+        """Rows of the SQLite ledger (call after ``stop`` so the journal is drained)."""
+        db = sqlite3.connect(self.home / "ledger.db")
+        db.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in db.execute(f"SELECT * FROM usage_events WHERE {where}")]
+        finally:
+            db.close()
+
+
+def sim_config(replicas: int = 2, profile: str = "instant", **model: Any) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "alias": "sim-llama3-8b",
+        "tokenizer": "cl100k_base",
+        "chat_template": "llama3",
+        "context_window": 4096,
+        "prices": {"input": "0.10", "cached_input": "0.05", "output": "0.40"},
+        "backends": [{"id": "sim", "type": "sim", "profile": profile, "replicas": replicas}],
+    }
+    m.update(model)
+    return {"models": [m], "tenants": [{"name": "default"}, {"name": "acme"}]}

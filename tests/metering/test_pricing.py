@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.pricing import UNPRICED, PriceBook
+
+TABLE = {
+    "currency": "USD",
+    "models": {
+        "big": {
+            "input": "2.50",
+            "cached_input": "1.25",
+            "cache_write": "3.125",
+            "output": "10.00",
+            "reasoning": "12",
+            "per_request": "0.001",
+            "tiers": [{"above_input_tokens": 200000, "input": "5.00", "output": "15.00"}],
+        },
+        "small": {"input": "0.075", "output": "0.3"},
+    },
+}
+
+
+def ev(model: str = "big", **kw: int) -> UsageEvent:
+    return UsageEvent(request_id="r", attempt=0, ts=0.0, model=model, **kw)  # type: ignore[arg-type]
+
+
+def test_cost_by_kind_is_exact() -> None:
+    book = PriceBook(TABLE)
+    e = ev(input_tokens=1000, cached_input_tokens=400, cache_write_tokens=100,
+           output_tokens=300, reasoning_tokens=100)
+    # 500 uncached*2.5 + 400*1.25 + 100*3.125 + 200*10 + 100*12 + 0.001*1e6
+    # = 6262.5 micro-units, rounded half up
+    cost, version = book.cost(e)
+    assert cost == 6263
+    assert version == book.version
+
+
+def test_tier_applies_above_threshold_only() -> None:
+    book = PriceBook(TABLE)
+    at = book.cost(ev(input_tokens=200_000, output_tokens=1000))[0]
+    above = book.cost(ev(input_tokens=200_001, output_tokens=1000))[0]
+    assert at == 200_000 * 2.5 + 1000 * 10 + 1000
+    assert above == (200_001 * 5 + 1000 * 15 + 1000)
+
+
+def test_reasoning_defaults_to_output_price_and_fallback_model() -> None:
+    book = PriceBook({"models": {"*": {"output": "2"}}})
+    assert book.cost(ev("anything", output_tokens=10, reasoning_tokens=10))[0] == 20
+
+
+def test_unknown_model_is_unpriced() -> None:
+    assert PriceBook(TABLE).cost(ev("nope", input_tokens=5)) == (0, UNPRICED)
+
+
+def test_version_is_content_hash() -> None:
+    a, b = PriceBook(TABLE), PriceBook(dict(TABLE))
+    assert a.version == b.version
+    changed = {"currency": "USD", "models": {**TABLE["models"], "small": {"input": "0.1"}}}
+    assert PriceBook(changed).version != a.version
+
+
+def test_float_prices_rejected() -> None:
+    with pytest.raises(ValueError, match="strings"):
+        PriceBook({"models": {"m": {"input": 0.1}}})
+    with pytest.raises(ValueError, match="unknown price fields"):
+        PriceBook({"models": {"m": {"inptu": "1"}}})
+
+
+@given(
+    price=st.decimals(min_value=0, max_value=1000, places=6, allow_nan=False),
+    out_price=st.decimals(min_value=0, max_value=1000, places=6, allow_nan=False),
+    inp=st.integers(0, 10**7),
+    out=st.integers(0, 10**6),
+)
+def test_cost_matches_exact_rational(
+    price: Decimal, out_price: Decimal, inp: int, out: int
+) -> None:
+    book = PriceBook({"models": {"m": {"input": str(price), "output": str(out_price)}}})
+    exact = Fraction(inp) * Fraction(price) + Fraction(out) * Fraction(out_price)
+    cost = book.cost(ev("m", input_tokens=inp, output_tokens=out))[0]
+    assert cost == math.floor(exact + Fraction(1, 2))  # rounded once, half up

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import asyncio
+
+from tests.metering.factories import make_event
+from tokenplane.metering.sinks import LedgerSink, open_sink, row_event
+
+
+async def _scalar(sink: LedgerSink, sql: str) -> int:
+    rows = await sink.fetch(sql)
+    return int(next(iter(rows[0].values())))
+
+
+ROLLUP_REQUESTS = "SELECT CAST(SUM(requests) AS BIGINT) AS n FROM usage_rollups WHERE grain = 'day'"
+
+
+async def test_write_is_idempotent_and_rollups_count_once(sink_target: str) -> None:
+    sink = await open_sink(sink_target)
+    try:
+        batch = [make_event(i) for i in range(50)]
+        assert await sink.write(batch) == 50
+        assert await sink.write(batch) == 0  # a replay
+        assert await sink.write([*batch[:10], make_event(50), make_event(50)]) == 1
+        assert await _scalar(sink, "SELECT COUNT(*) AS n FROM usage_events") == 51
+        assert await _scalar(sink, ROLLUP_REQUESTS) == 51
+        tokens = await _scalar(
+            sink, "SELECT CAST(SUM(output_tokens) AS BIGINT) FROM usage_rollups WHERE grain='hour'"
+        )
+        assert tokens == 51 * 7
+    finally:
+        await sink.close()
+
+
+async def test_events_read_back_unchanged(sink_target: str) -> None:
+    sink = await open_sink(sink_target)
+    try:
+        original = make_event(3, flags=["pii_masked", "retry"], stream=True, first_token_ts=1.5,
+                              error_code=None, system_fingerprint="abc")
+        await sink.write([original])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-3"])
+        assert row_event(rows[0]) == original
+    finally:
+        await sink.close()
+
+
+async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
+    first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
+    try:
+        applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
+        assert applied == [[], [1]]  # exactly one of them ran migration 1
+        assert await first.migrate_again() == []  # type: ignore[attr-defined]
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_price_table_first_write_wins(sink_target: str) -> None:
+    sink = await open_sink(sink_target)
+    try:
+        await sink.record_price_table("v1", "USD", b'{"a":1}')
+        await sink.record_price_table("v1", "USD", b'{"a":2}')
+        rows = await sink.fetch("SELECT price_table FROM price_versions WHERE version = ?", ["v1"])
+        assert rows == [{"price_table": '{"a":1}'}]
+    finally:
+        await sink.close()
