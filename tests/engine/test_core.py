@@ -102,9 +102,11 @@ def test_preemption_when_blocks_run_out_and_outputs_stay_exact() -> None:
     outputs: dict[str, int] = {}
     preempted: list[str] = []
     finished = {}
+    batched = 0
     while engine.has_work():
         res = engine.step(t)
         t += res.duration
+        batched += res.num_batched_tokens
         preempted += res.preempted
         for rid, n in res.emitted.items():
             outputs[rid] = outputs.get(rid, 0) + n
@@ -118,6 +120,7 @@ def test_preemption_when_blocks_run_out_and_outputs_stay_exact() -> None:
         assert fin.output_tokens == 40 == outputs[rid]
     assert sum(f.preemptions for f in finished.values()) == len(preempted)
     assert engine.stats().kv_blocks_used == 0
+    assert batched > 4 * (48 + 40 - 1)  # preempted work was recomputed
 
 
 def test_abort_frees_blocks() -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -87,3 +88,21 @@ def test_cost_matches_exact_rational(
     exact = Fraction(inp) * Fraction(price) + Fraction(out) * Fraction(out_price)
     cost = book.cost(ev("m", input_tokens=inp, output_tokens=out))[0]
     assert cost == math.floor(exact + Fraction(1, 2))  # rounded once, half up
+
+
+def test_load_yaml_keeps_prices_exact(tmp_path: Path) -> None:
+    path = tmp_path / "prices.yaml"
+    path.write_text(
+        "currency: EUR\n"
+        "models:\n"
+        "  m:\n"
+        "    input: 0.1\n"  # unquoted in YAML, still read as the decimal 0.1
+        "    output: '0.3'\n"
+        "    tiers:\n"
+        "      - above_input_tokens: 1000\n"
+        "        input: 0.2\n"
+    )
+    book = PriceBook.load(path)
+    assert book.currency == "EUR"
+    assert book.cost(ev("m", input_tokens=1000, output_tokens=10))[0] == 100 + 3
+    assert book.cost(ev("m", input_tokens=1001))[0] == round(Decimal("1001") * Decimal("0.2"))

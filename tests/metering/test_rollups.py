@@ -34,6 +34,7 @@ events_st = st.builds(
     reasoning_tokens=st.integers(0, 100),
     cost_micros=st.integers(0, 10**9),
     currency=st.sampled_from(["USD", "EUR"]),
+    system_fingerprint=st.sampled_from([None, "fp1", "fp2"]),
 )
 
 
@@ -52,6 +53,19 @@ def expected_rollups(events: list[UsageEvent]) -> dict[tuple[Any, ...], list[int
     return out
 
 
+def expected_fingerprints(events: list[UsageEvent]) -> dict[tuple[str, ...], list[float]]:
+    out: dict[tuple[str, ...], list[float]] = {}
+    for ev in events:
+        if ev.system_fingerprint is None:
+            continue
+        key = (ev.tenant, ev.app, ev.system_fingerprint)
+        cur = out.setdefault(key, [0, 0, ev.ts, ev.ts])
+        cur[0] += 1
+        cur[1] += ev.input_system
+        cur[2], cur[3] = min(cur[2], ev.ts), max(cur[3], ev.ts)
+    return out
+
+
 async def check_rollups(sink: LedgerSink, chunks: list[list[UsageEvent]], replay: int) -> None:
     for chunk in chunks:
         await sink.write(chunk)
@@ -66,6 +80,13 @@ async def check_rollups(sink: LedgerSink, chunks: list[list[UsageEvent]], replay
         for r in await sink.fetch(f"SELECT {cols} FROM usage_rollups")
     }
     assert actual == expected_rollups(stored)
+    fps = {
+        (r["tenant"], r["app"], r["fingerprint"]): [
+            r["requests"], r["system_tokens"], r["first_ts"], r["last_ts"]
+        ]
+        for r in await sink.fetch("SELECT * FROM system_fingerprints")
+    }
+    assert fps == expected_fingerprints(stored)
 
 
 async def _run_sqlite(chunks: list[list[UsageEvent]], replay: int) -> None:
@@ -104,6 +125,7 @@ async def test_rollups_equal_sums_of_raw_events_postgres(pg_url: str) -> None:
                     input_tokens=rng.randrange(9000),
                     output_tokens=rng.randrange(900),
                     cost_micros=rng.randrange(10**6),
+                    system_fingerprint=rng.choice([None, "fp1", "fp2"]),
                 )
                 for _ in range(rng.randrange(1, 120))
             ]

@@ -9,14 +9,29 @@ from typing import Any
 from .textgen import GENERATORS
 
 TOOLS: list[dict[str, Any]] = [
-    {"type": "function", "function": {
-        "name": "get_weather", "description": "天气 / weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                       "required": ["city"]}}},
-    {"type": "function", "function": {
-        "name": "search_docs", "description": "Search the knowledge base.",
-        "parameters": {"type": "object", "properties": {"q": {"type": "string"},
-                                                        "k": {"type": "integer"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "天气 / weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search_docs",
+            "description": "Search the knowledge base.",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string"}, "k": {"type": "integer"}},
+            },
+        },
+    },
 ]
 
 
@@ -42,11 +57,17 @@ def content(rng: random.Random, parts_ok: bool) -> str | list[dict[str, Any]]:
 
 
 def tool_call(rng: random.Random, i: int) -> dict[str, Any]:
-    args = {"city": rng.choice(("北京", "Paris", "São Paulo"))} if rng.random() < 0.5 else {
-        "q": text(rng)[:40], "k": rng.randint(1, 9)}
+    args = (
+        {"city": rng.choice(("北京", "Paris", "São Paulo"))}
+        if rng.random() < 0.5
+        else {"q": text(rng)[:40], "k": rng.randint(1, 9)}
+    )
     name = "get_weather" if "city" in args else "search_docs"
-    return {"id": f"call_{i}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+    return {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+    }
 
 
 def conversation(
@@ -59,8 +80,11 @@ def conversation(
         msgs.append({"role": "user", "content": content(rng, parts_ok)})
         if rng.random() < 0.3:
             calls = [tool_call(rng, turn * 10 + k) for k in range(rng.randint(1, 2))]
-            msg: dict[str, Any] = {"role": "assistant", "content": text(rng) if rng.random() < 0.3
-                                   else None, "tool_calls": calls}
+            msg: dict[str, Any] = {
+                "role": "assistant",
+                "content": text(rng) if rng.random() < 0.3 else None,
+                "tool_calls": calls,
+            }
             msgs.append(msg)
             for c in calls:
                 msgs.append({"role": "tool", "tool_call_id": c["id"], "content": text(rng)})

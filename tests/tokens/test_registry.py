@@ -27,6 +27,7 @@ def _texts() -> list[tuple[str, str]]:
     rng = random.Random(7)
     out = [(kind, gen(rng, 40)) for kind, gen in GENERATORS.items() for _ in range(3)]
     out += [("edge", ""), ("edge", " "), ("edge", "\n\n  \t"), ("edge", "e\u0301 caf\u00e9")]
+    out += [("special", "a <|endoftext|> b <|im_start|>user\nhi<|im_end|> <｜User｜> < x")]
     return out
 
 
@@ -46,8 +47,13 @@ def _reference(spec: str) -> tuple[str, object]:
 
 @pytest.mark.parametrize(
     "spec",
-    ["tiktoken:cl100k_base", "qwen:qwen2.5-72b-instruct", "qwen:qwen3.6-27b", "deepseek",
-     f"hf:{DEEPSEEK_JSON}"],
+    [
+        "tiktoken:cl100k_base",
+        "qwen:qwen2.5-72b-instruct",
+        "qwen:qwen3.6-27b",
+        "deepseek",
+        f"hf:{DEEPSEEK_JSON}",
+    ],
 )
 def test_counts_equal_reference_tokenizer(registry: TokenizerRegistry, spec: str) -> None:
     tok = registry.get(spec)
@@ -71,10 +77,13 @@ def test_loading_is_lazy_and_cached_per_instance() -> None:
 
 
 def test_model_resolution() -> None:
-    reg = TokenizerRegistry({"my-llm": "hf:/models/x/tokenizer.json",
-                             "gpt-4": ModelTokenizing("qwen:qwen-max", "qwen")})
+    reg = TokenizerRegistry(
+        {"my-llm": "hf:/models/x/tokenizer.json", "gpt-4": ModelTokenizing("qwen:qwen-max", "qwen")}
+    )
     assert reg.resolve("Qwen/Qwen2.5-72B-Instruct") == ModelTokenizing(
-        "qwen:qwen2.5-72b-instruct", "qwen")
+        "qwen:qwen2.5-72b-instruct", "qwen"
+    )
+    assert reg.resolve("qwen3.6-27b") == ModelTokenizing("qwen:qwen3.6-27b", "qwen3")
     assert reg.resolve("deepseek-chat") == ModelTokenizing("deepseek", "deepseek")
     assert reg.resolve("gpt-3.5-turbo") == ModelTokenizing("tiktoken:cl100k_base", "openai")
     assert reg.resolve("gpt-4o-mini") is not None

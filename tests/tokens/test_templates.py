@@ -37,23 +37,30 @@ def qwen25_reference(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     default = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
     if tools:
         out += "<|im_start|>system\n" + (_text(messages[0]["content"]) if first_sys else default)
-        out += ("\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
-                "\n\nYou are provided with function signatures within <tools></tools> XML tags:"
-                "\n<tools>")
+        out += (
+            "\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
+            "\n\nYou are provided with function signatures within <tools></tools> XML tags:"
+            "\n<tools>"
+        )
         for t in tools:
             out += "\n" + json.dumps(t, ensure_ascii=False)
-        out += ("\n</tools>\n\nFor each function call, return a json object with function name "
-                "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
-                '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
-                "<|im_end|>\n")
+        out += (
+            "\n</tools>\n\nFor each function call, return a json object with function name "
+            "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+            '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+            "<|im_end|>\n"
+        )
     elif first_sys:
         out += "<|im_start|>system\n" + _text(messages[0]["content"]) + "<|im_end|>\n"
     else:
         out += "<|im_start|>system\n" + default + "<|im_end|>\n"
     for i, m in enumerate(messages):
         role = m["role"]
-        if role == "user" or (role == "system" and i > 0) or (
-                role == "assistant" and not m.get("tool_calls")):
+        if (
+            role == "user"
+            or (role == "system" and i > 0)
+            or (role == "assistant" and not m.get("tool_calls"))
+        ):
             out += "<|im_start|>" + role + "\n" + _text(m["content"]) + "<|im_end|>\n"
         elif role == "assistant":
             out += "<|im_start|>assistant"
@@ -62,8 +69,13 @@ def qwen25_reference(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
             for call in m["tool_calls"]:
                 fn = call["function"]
                 args = json.loads(fn["arguments"])  # vLLM parses the JSON string first
-                out += ('\n<tool_call>\n{"name": "' + fn["name"] + '", "arguments": '
-                        + json.dumps(args, ensure_ascii=False) + "}\n</tool_call>")
+                out += (
+                    '\n<tool_call>\n{"name": "'
+                    + fn["name"]
+                    + '", "arguments": '
+                    + json.dumps(args, ensure_ascii=False)
+                    + "}\n</tool_call>"
+                )
             out += "<|im_end|>\n"
         elif role == "tool":
             if i == 0 or messages[i - 1]["role"] != "tool":
@@ -131,12 +143,18 @@ def test_encode_equals_tokenizing_the_documented_template(
 def test_deepseek_tool_output_run_ends_without_generation_prompt(counting: TokenCounting) -> None:
     counter = counting.for_model("deepseek-chat")
     assert counter is not None
-    msgs = [{"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "content": "42"}]
+    msgs = [
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        {"role": "tool", "content": "42"},
+    ]
     assert counter.template.render(msgs).endswith(
-        "<｜tool▁output▁begin｜>42<｜tool▁output▁end｜><｜tool▁outputs▁end｜>")
+        "<｜tool▁output▁begin｜>42<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"
+    )
 
 
 def openai_cookbook_count(counter: ChatCounter, messages: list[dict[str, Any]]) -> int:
@@ -161,8 +179,10 @@ def test_openai_matches_cookbook_formula(counting: TokenCounting) -> None:
         assert len(counter.template.encode(msgs)) == expected
         assert counter.count(msgs).counts.prompt == expected
     # the cookbook's worked example (gpt-3.5/gpt-4): 2 messages without names
-    example = [{"role": "system", "content": "You are a helpful assistant."},
-               {"role": "user", "content": "Hello!"}]
+    example = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Hello!"},
+    ]
     assert counter.count(example).counts.prompt == 3 + (3 + 1 + 6) + (3 + 1 + 2)
 
 
@@ -172,35 +192,55 @@ def test_llama3_uses_header_ids(counting: TokenCounting) -> None:
     msgs = [{"role": "user", "content": "  Hello there \n"}]
     ids = counter.template.encode(msgs)
     tok = counter.template.tokenizer
-    expected = [128000, 128006, *tok.encode("user"), 128007, *tok.encode("\n\nHello there"),
-                128009, 128006, *tok.encode("assistant"), 128007, *tok.encode("\n\n")]
+    expected = [
+        128000,
+        128006,
+        *tok.encode("user"),
+        128007,
+        *tok.encode("\n\nHello there"),
+        128009,
+        128006,
+        *tok.encode("assistant"),
+        128007,
+        *tok.encode("\n\n"),
+    ]
     assert ids == expected
     assert counter.template.render(msgs) == (
         "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello there<|eot_id|>"
-        "<|start_header_id|>assistant<|end_header_id|>\n\n")
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
 
 
 def test_chatml_has_no_default_system(counting: TokenCounting) -> None:
     tok = counting.registry.get("qwen:qwen2.5-72b-instruct")
     chatml = make_template("chatml", tok)
     assert chatml.render([{"role": "user", "content": "x"}]) == (
-        "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert chatml.encode([{"role": "user", "content": "x"}]) == tok.encode(
+        chatml.render([{"role": "user", "content": "x"}])
+    )
     with pytest.raises(ValueError, match="unknown chat family"):
         make_template("nope", tok)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_fast_count_equals_len_encode(counting: TokenCounting, family: str) -> None:
-    spec = "tiktoken:cl100k_base" if family in ("openai", "llama3") else (
-        "deepseek" if family == "deepseek" else "qwen:qwen2.5-72b-instruct")
+    spec = (
+        "tiktoken:cl100k_base"
+        if family in ("openai", "llama3")
+        else ("deepseek" if family == "deepseek" else "qwen:qwen2.5-72b-instruct")
+    )
     template = make_template(family, counting.registry.get(spec), image_tokens=85)
     counter = ChatCounter(template, SegmentCache(max_entries=64))
     rng = random.Random(sum(map(ord, family)))
     for i in range(150):
         msgs, tools = conversation(rng)
         if i % 10 == 0:
-            msgs[-1]["content"] = [{"type": "text", "text": "look"},
-                                   {"type": "image_url", "image_url": {"url": "x"}}]
+            msgs[-1]["content"] = [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "x"}},
+            ]
         for _ in range(2):  # cold, then warm
             result = counter.count(msgs, tools)
             assert result.counts.prompt == len(template.encode(msgs, tools))

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import random
 
-EN_WORDS = (
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+EN_WORDS = _words(
     "the quick brown fox jumps over lazy dog gateway token budget request model latency "
     "throughput tenant policy schedule fairness cache prefix engine replica capacity report "
     "invoice department analytics customer support ticket summary translate explain why how "
     "internationalization extraordinary configuration parameters reliability 2024 42 3.14"
-).split()
-ZH_WORDS = (
+)
+ZH_WORDS = _words(
     "我们 今天 模型 推理 服务 请求 令牌 预算 租户 调度 公平 缓存 前缀 引擎 副本 容量 报告 "
     "客户 支持 工单 摘要 翻译 解释 为什么 怎么样 人工智能 大语言模型 数据中心 北京 上海 "
     "春天 学习 工作 问题 答案 系统 网络 安全 隐私 成本 延迟 吞吐量 你好 谢谢"
-).split()
+)
 ZH_PUNCT = ("，", "。", "？", "！", "、", "；")
 CODE_LINES = (
     "def handle(request: Request) -> Response:",
@@ -23,7 +28,7 @@ CODE_LINES = (
     "for (int i = 0; i < n; ++i) { total += a[i] * b[i]; }",
     "const result = await fetch(`/v1/chat/${id}`, { method: 'POST' });",
     "SELECT tenant, SUM(tokens) FROM usage WHERE day >= $1 GROUP BY tenant;",
-    "    return {\"id\": uid, \"items\": [x.to_dict() for x in items]}",
+    '    return {"id": uid, "items": [x.to_dict() for x in items]}',
     "fn main() { let v: Vec<u32> = (0..10).map(|x| x * x).collect(); }",
     "#include <stdio.h>",
     "    self._cache[key] = value  # LRU",

@@ -1,1 +1,52 @@
-"""tokenplane.admission"""
+"""Admission: budgets, rate limits and reservations that hold under concurrency.
+
+Public API (see docs/ADMISSION.md): :class:`Admission` over a :class:`LimitTable`
+and a :class:`CounterStore` (:class:`MemoryStore`, :class:`RedisStore`, wrapped by
+:class:`ResilientStore` for the Redis-down policy).
+"""
+
+from tokenplane.admission.amounts import Amounts
+from tokenplane.admission.binding import BoundLimit, LimitTable
+from tokenplane.admission.limiter import Admission
+from tokenplane.admission.limits import LimitError, LimitRule, ScopeLimits
+from tokenplane.admission.memory_store import MemoryStore
+from tokenplane.admission.outcomes import (
+    Alert,
+    DebitResult,
+    Denial,
+    Grant,
+    Headroom,
+    LimitStatus,
+    Settlement,
+)
+from tokenplane.admission.periods import Period
+from tokenplane.admission.redis_store import RedisStore
+from tokenplane.admission.resilient import ResilienceStats, ResilientStore
+from tokenplane.admission.scopes import Principal, Scope
+from tokenplane.admission.store import CounterStore, StoreUnavailable
+
+__all__ = [
+    "Admission",
+    "Alert",
+    "Amounts",
+    "BoundLimit",
+    "CounterStore",
+    "DebitResult",
+    "Denial",
+    "Grant",
+    "Headroom",
+    "LimitError",
+    "LimitRule",
+    "LimitStatus",
+    "LimitTable",
+    "MemoryStore",
+    "Period",
+    "Principal",
+    "RedisStore",
+    "ResilienceStats",
+    "ResilientStore",
+    "Scope",
+    "ScopeLimits",
+    "Settlement",
+    "StoreUnavailable",
+]

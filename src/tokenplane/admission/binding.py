@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,8 +23,19 @@ class BoundLimit:
 
     @property
     def key(self) -> str:
-        """Store key of this limit's counters, unique within the tenant."""
-        return f"{self.scope.label}:{self.rule.name}"
+        """Store key of this limit's counters, unique within the tenant.
+
+        Calendar keys name their schedule: window ids of different schedules are
+        not comparable, so changing a budget's period starts fresh counters.
+        """
+        base = f"{self.scope.label}:{self.rule.name}"
+        period = self.rule.period
+        if self.rule.kind != "calendar" or period is None:
+            return base
+        if period.kind == "fixed":
+            marks = ",".join(str(int(t * 1000)) for t in period.resets_at)
+            return f"{base}/fixed-{zlib.crc32(marks.encode()):08x}"
+        return f"{base}/{period.kind}"
 
     def wire(self) -> Wire:
         """``(key, kind, unit, limit, param, window_end_ms)``: see :mod:`book`."""
@@ -53,7 +65,13 @@ class LimitTable:
             self.set(scope, spec)
 
     def set(self, scope: Scope, spec: ScopeLimits) -> None:
-        rules = spec.rules()
+        self.set_rules(scope, spec.rules())
+
+    def set_rules(self, scope: Scope, rules: tuple[LimitRule, ...]) -> None:
+        """Primitive rules directly (for windows other than a minute, for example)."""
+        names = [r.name for r in rules]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate limit names for {scope.label}: {names}")
         if rules:
             self._rules[scope] = rules
         else:

@@ -320,3 +320,6 @@ class CounterBook:
 
     def outstanding(self) -> int:
         return len(self._records)
+
+    def holds(self, rid: str) -> bool:
+        return rid in self._records

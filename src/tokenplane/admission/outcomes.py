@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from tokenplane.admission.amounts import Amounts, Unit
 from tokenplane.admission.binding import BoundLimit
@@ -118,12 +117,3 @@ class LimitStatus:
     remaining: int
     resets_at: float | None
 
-
-@dataclass(frozen=True, slots=True)
-class StatusReport:
-    scope: Scope
-    limits: tuple[LimitStatus, ...] = field(default_factory=tuple)
-
-
-Outcome = Grant | Denial
-DebitOutcome = Literal["ok", "exhausted"]

@@ -42,11 +42,14 @@ class RedisStore:
         self.script_loads = 0
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = "tp:adm:", timeout_s: float = 0.5) -> RedisStore:
-        client = aioredis.Redis.from_url(
-            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+    def from_url(cls, url: str, *, prefix: str = "tp:adm:", timeout_s: float = 0.5,
+                 max_connections: int = 32) -> RedisStore:
+        """A store on its own pool; callers beyond ``max_connections`` queue for one."""
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=timeout_s,
+            socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
         )
-        return cls(client, prefix=prefix)
+        return cls(aioredis.Redis.from_pool(pool), prefix=prefix)
 
     def base(self, tenant: str) -> str:
         if "{" in tenant or "}" in tenant:

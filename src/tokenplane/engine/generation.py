@@ -20,8 +20,11 @@ from tokenplane.engine.openai_format import DONE, Formatter, usage
 QueueItem = int | FinishedRequest | None
 
 
-class SimulatedDrop(Exception):
-    """The HTTP layer must drop the connection now (x-sim-fail-after, shutdown)."""
+class SimulatedDrop(ConnectionResetError):
+    """The HTTP layer must drop the connection now (x-sim-fail-after, shutdown).
+
+    A ConnectionResetError, so an in-process caller sees what a dropped socket gives.
+    """
 
 
 class Generation:

@@ -30,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,10 +59,13 @@ from tokenplane.tokens.base import Tokenizer
 
 __all__ = ["EngineService", "ServiceResponse", "SimulatedDrop"]
 
+_log = logging.getLogger(__name__)
+
 JSON = {"content-type": "application/json"}
 SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 Body = dict[str, Any]
 Headers = Mapping[str, str]
+Handler = Callable[[Body, Headers], Awaitable['ServiceResponse']]
 REASONING_SHARE = {"none": 0.0, "minimal": 0.1, "low": 0.25, "medium": 0.5, "high": 0.75}
 
 
@@ -142,11 +146,24 @@ class EngineService:
         self._created = int(time.time())
         self._ids = itertools.count()
         self._closed = False
+        self._routes: dict[str, tuple[str, Handler]] = {
+            "/v1/chat/completions": ("POST", self._chat),
+            "/v1/completions": ("POST", self._completions),
+            "/v1/embeddings": ("POST", self._embeddings),
+            "/tokenize": ("POST", self._tokenize),
+            "/v1/models": ("GET", self._models),
+            "/health": ("GET", self._health),
+            "/metrics": ("GET", self._metrics),
+            "/sim/requests": ("GET", self._recorded),
+        }
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
         if self._task is None:
             self._closed = False
+            self._wake = asyncio.Event()  # bound to the loop that runs the driver
+            if self.engine.has_work():
+                self._wake.set()
             self._task = asyncio.get_running_loop().create_task(self._drive())
 
     async def close(self) -> None:
@@ -156,6 +173,9 @@ class EngineService:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._fail_all()
+
+    def _fail_all(self) -> None:
         for rid, live in list(self._lives.items()):
             self.engine.abort(rid)
             live.gen.queue.put_nowait(None)
@@ -169,7 +189,12 @@ class EngineService:
                 await self._wake.wait()
                 continue
             start = self._clock()
-            res = engine.step(start)
+            try:
+                res = engine.step(start)
+            except Exception:  # a bug must not leave every client hanging
+                _log.exception("engine step failed; failing the requests in flight")
+                self._fail_all()
+                continue
             delay = start + res.duration - self._clock()
             await asyncio.sleep(delay if delay > 0 else 0)
             self._deliver(res, self._clock())
@@ -209,17 +234,7 @@ class EngineService:
     async def _route(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str]
     ) -> ServiceResponse:
-        routes: dict[str, tuple[str, Callable[[dict[str, Any], Mapping[str, str]], Any]]] = {
-            "/v1/chat/completions": ("POST", self._chat),
-            "/v1/completions": ("POST", self._completions),
-            "/v1/embeddings": ("POST", self._embeddings),
-            "/tokenize": ("POST", self._tokenize),
-            "/v1/models": ("GET", self._models),
-            "/health": ("GET", self._health),
-            "/metrics": ("GET", self._metrics),
-            "/sim/requests": ("GET", self._recorded),
-        }
-        entry = routes.get(path)
+        entry = self._routes.get(path)
         if entry is None:
             raise ApiError(404, f"no route for {path}", code="not_found")
         if method != entry[0]:
@@ -265,7 +280,10 @@ class EngineService:
         rid = f"{prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
         fmt = Formatter(endpoint, rid, int(time.time()), self.model_name, params.include_usage)
         gen = Generation(rid, prompt_len, words, finish, reasoning, fmt, self._abort)
-        await self.start()
+        if self._task is None:
+            if self._closed:
+                raise ApiError(503, "the engine is shut down", code="shutting_down")
+            await self.start()
         now = self._clock()
         req = EngineRequest(rid, prompt_len, n_out, block_hashes(ids, self._block_size), now)
         try:

@@ -40,9 +40,7 @@ class Analyzer:
         self.min_score = min_score
         wanted = frozenset(entities) if entities is not None else None
         if wanted is not None:
-            self.recognizers = [
-                r for r in self.recognizers if any(e in wanted for e in r.entities)
-            ]
+            self.recognizers = [r for r in self.recognizers if any(e in wanted for e in r.entities)]
         self._wanted = wanted
 
     @classmethod

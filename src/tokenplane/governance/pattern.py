@@ -84,9 +84,16 @@ class PatternRecognizer:
 
     def _scan(self, text: str, lo: int, hi: int, spans: list[Span]) -> None:
         not_after = self.not_after
-        for m in self.pattern.finditer(text, lo, hi):
+        search = self.pattern.search
+        pos = lo
+        while True:
+            m = search(text, pos, hi)
+            if m is None:
+                return
             if not_after and m.start() > 0 and text[m.start() - 1] in not_after:
+                pos = m.start() + 1  # as a look-behind would: try the next start
                 continue
+            pos = m.end() if m.end() > m.start() else m.start() + 1
             value = m.group(self.group)
             if not value:
                 continue

@@ -50,7 +50,9 @@ class PresidioRecognizer:
         ]
 
 
-def maybe_presidio(entities: tuple[str, ...] = (), language: str = "en") -> PresidioRecognizer | None:
+def maybe_presidio(
+    entities: tuple[str, ...] = (), language: str = "en"
+) -> PresidioRecognizer | None:
     """A Presidio recognizer when the package is installed, else None."""
     if not presidio_available():
         return None

@@ -49,7 +49,7 @@ def valid_cn_bank_card(value: str) -> bool:
 
 
 def valid_uscc(value: str) -> bool:
-    if len(value) != 18 or value.isdigit() and valid_cn_id(value):
+    if len(value) != 18 or (value.isdigit() and valid_cn_id(value)):
         return False
     return uscc_check_char(value[:17]) == value[17]
 
@@ -100,9 +100,7 @@ def cn_recognizers() -> list[PatternRecognizer]:
         PatternRecognizer(
             "cn_bank_card",
             "CN_BANK_CARD",
-            compile_pattern(
-                r"62[0-9]{2}(?:[ -]?[0-9]{4}){2}[ -]?[0-9]{4,7}" + _NO_DIGIT_AFTER
-            ),
+            compile_pattern(r"62[0-9]{2}(?:[ -]?[0-9]{4}){3}(?:[ -]?[0-9]{1,3})?" + _NO_DIGIT_AFTER),
             0.9,
             valid_cn_bank_card,
             not_after=DIGITS,
@@ -112,7 +110,9 @@ def cn_recognizers() -> list[PatternRecognizer]:
             "CN_USCC",
             compile_pattern(
                 "[0-9A-HJ-NPQRTUWXY][0-9A-HJ-NPQRTUWXY][0-9]{6}"
-                + uscc_chars + "{10}" + _NO_ALNUM_AFTER
+                + uscc_chars
+                + "{10}"
+                + _NO_ALNUM_AFTER
             ),
             0.85,
             valid_uscc,
@@ -121,9 +121,7 @@ def cn_recognizers() -> list[PatternRecognizer]:
         PatternRecognizer(
             "cn_passport",
             "CN_PASSPORT",
-            compile_pattern(
-                r"(?:E[A-HJ-NP-Z0-9][0-9]{7}|[GDSP][0-9]{8})" + _NO_ALNUM_AFTER
-            ),
+            compile_pattern(r"(?:E[A-HJ-NP-Z0-9][0-9]{7}|[GDSP][0-9]{8})" + _NO_ALNUM_AFTER),
             0.6,
             None,
             context=("护照", "passport", "證件", "证件"),
@@ -135,8 +133,12 @@ def cn_recognizers() -> list[PatternRecognizer]:
             "CN_LICENSE_PLATE",
             compile_pattern(
                 "[" + CN_PLATE_PROVINCES + "]" + plate_letter + r"[·\- ]?"
-                r"(?:[DF]" + plate_char + r"[0-9]{4}|[0-9]{5}[DF]|"
-                + plate_char + "{4}[A-HJ-NP-Z0-9挂学警港澳])" + _NO_ALNUM_AFTER
+                r"(?:[DF]"
+                + plate_char
+                + r"[0-9]{4}|[0-9]{5}[DF]|"
+                + plate_char
+                + "{4}[A-HJ-NP-Z0-9挂学警港澳])"
+                + _NO_ALNUM_AFTER
             ),
             0.8,
             valid_plate,

@@ -132,9 +132,7 @@ def intl_recognizers() -> list[Recognizer]:
         PatternRecognizer(
             "phone_e164",
             "PHONE_NUMBER",
-            compile_pattern(
-                r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?){2,5}(?![0-9])"
-            ),
+            compile_pattern(r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?){2,5}(?![0-9])"),
             0.7,
             valid_e164,
             not_after=ALNUM + "+",
@@ -145,7 +143,7 @@ def intl_recognizers() -> list[Recognizer]:
             "phone_nanp",
             "PHONE_NUMBER",
             compile_pattern(
-                r"[(2-9][0-9]{2}[0-9)]?[ .\-]{0,2}[2-9][0-9]{2}[ .\-][0-9]{4}(?![0-9])"
+                r"[(2-9][0-9]{2,3}\)?[ .\-]{0,2}[2-9][0-9]{2}[ .\-][0-9]{4}(?![0-9])"
             ),
             0.6,
             valid_nanp,
@@ -175,9 +173,7 @@ def intl_recognizers() -> list[Recognizer]:
         PatternRecognizer(
             "ipv4",
             "IP_ADDRESS",
-            compile_pattern(
-                r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(?![0-9]|\.[0-9])"
-            ),
+            compile_pattern(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(?![0-9]|\.[0-9])"),
             0.7,
             valid_ipv4,
             not_after=DIGITS + ".",

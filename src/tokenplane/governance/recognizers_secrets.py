@@ -65,9 +65,7 @@ def secret_recognizers() -> list[PatternRecognizer]:
         PatternRecognizer(
             "jwt",
             "JWT",
-            compile_pattern(
-                r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-            ),
+            compile_pattern(r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
             0.95,
             valid_jwt,
             not_after=ALNUM + "_-",
@@ -77,7 +75,8 @@ def secret_recognizers() -> list[PatternRecognizer]:
             "pem_private_key",
             "PRIVATE_KEY",
             compile_pattern(
-                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+                r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
+                r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
             ),
             1.0,
             prefilter=("-----BEGIN",),

@@ -40,10 +40,11 @@ class Recognizer(Protocol):
 def resolve_overlaps(spans: list[Span], min_score: float = 0.0) -> list[Span]:
     """Keep non-overlapping spans, preferring the highest score, then the longest.
 
-    Returns them ordered by start position.
+    Overlapping spans of the same entity type are first merged into one (their
+    union, with the best score). Returns spans ordered by start position.
     """
     ranked = sorted(
-        (s for s in spans if s.score >= min_score),
+        _merge_same_type([s for s in spans if s.score >= min_score]),
         key=lambda s: (-s.score, -s.length, s.start),
     )
     kept: list[Span] = []
@@ -52,3 +53,20 @@ def resolve_overlaps(spans: list[Span], min_score: float = 0.0) -> list[Span]:
             kept.append(span)
     kept.sort(key=lambda s: s.start)
     return kept
+
+
+def _merge_same_type(spans: list[Span]) -> list[Span]:
+    if len(spans) < 2:
+        return spans
+    spans = sorted(spans, key=lambda s: (s.entity_type, s.start))
+    merged: list[Span] = [spans[0]]
+    for s in spans[1:]:
+        last = merged[-1]
+        if s.entity_type == last.entity_type and s.start < last.end:
+            best = s if s.score > last.score else last
+            merged[-1] = Span(
+                last.start, max(last.end, s.end), s.entity_type, best.score, best.recognizer
+            )
+        else:
+            merged.append(s)
+    return merged

@@ -41,9 +41,7 @@ class Vault:
 
     def could_start(self, fragment: str) -> bool:
         """True when ``fragment`` is a proper prefix of a placeholder of this vault."""
-        return any(
-            p.startswith(fragment) and p != fragment for p in self._by_placeholder
-        )
+        return any(p.startswith(fragment) and p != fragment for p in self._by_placeholder)
 
     def restore(self, text: str) -> str:
         """Replace every known placeholder in ``text`` by its value."""

@@ -1,1 +1,31 @@
-"""tokenplane.metering"""
+"""tokenplane.metering: usage events, prices, the journal and the ledger.
+
+The gateway builds a ``UsageEvent`` per upstream attempt and calls
+``Meter.record(event)``; reports read the ledger's rollups. See ``docs/LEDGER.md``.
+"""
+
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.meter import Meter, MeterStats
+from tokenplane.metering.pricing import PriceBook
+from tokenplane.metering.reports import (
+    fingerprint_report,
+    format_rows,
+    token_source_report,
+    top_consumers,
+    usage_report,
+)
+from tokenplane.metering.sinks import LedgerSink, open_sink
+
+__all__ = [
+    "LedgerSink",
+    "Meter",
+    "MeterStats",
+    "PriceBook",
+    "UsageEvent",
+    "fingerprint_report",
+    "format_rows",
+    "open_sink",
+    "token_source_report",
+    "top_consumers",
+    "usage_report",
+]

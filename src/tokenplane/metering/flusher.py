@@ -34,6 +34,7 @@ from tokenplane.metering.journal_files import (
     delete_segments_before,
     read_checkpoint,
     read_pending,
+    segment_numbers,
     write_checkpoint,
 )
 from tokenplane.metering.sinks import LedgerSink
@@ -59,16 +60,24 @@ async def replay_writer_dir(
 ) -> tuple[int, int]:
     """Flush everything after the checkpoint; returns ``(events_read, rows_inserted)``.
 
-    The caller must hold the writer's lock (or be its owner).
+    Reads one segment at a time, so memory stays bounded by the segment size. The
+    caller must hold the writer's lock (or be its owner).
     """
-    start = read_checkpoint(writer_dir)
-    records = await asyncio.to_thread(read_pending, writer_dir, start, upto)
     read = inserted = 0
-    for i in range(0, len(records), max_rows):
-        chunk = records[i : i + max_rows]
-        events = [ev for ev, _ in chunk]
-        inserted += await write_with_checkpoint(sink, writer_dir, events, chunk[-1][1])
-        read += len(events)
+    start = read_checkpoint(writer_dir)
+    for number in segment_numbers(writer_dir):
+        if number < start.segment:
+            continue
+        if upto is not None and number > upto.segment:
+            break
+        first = Position(number, start.offset if number == start.segment else 0)
+        last = upto if upto is not None and number == upto.segment else Position(number, 2**62)
+        records = await asyncio.to_thread(read_pending, writer_dir, first, last)
+        for i in range(0, len(records), max_rows):
+            chunk = records[i : i + max_rows]
+            events = [ev for ev, _ in chunk]
+            inserted += await write_with_checkpoint(sink, writer_dir, events, chunk[-1][1])
+            read += len(events)
     return read, inserted
 
 
@@ -115,6 +124,15 @@ class Flusher:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name=f"flusher-{self.writer_dir.name}")
 
+    def schedule_replay(self, upto: Position) -> None:
+        """Re-read the journal from the checkpoint up to ``upto`` before anything else."""
+        with self._mutex:
+            self._pending.clear()
+            self._pending_rows = 0
+            current = self._spilled_upto
+            self._spilled_upto = upto if current is None else max(current, upto)
+        self._wake.set()
+
     def submit(self, batch: CommittedBatch) -> None:
         """Thread-safe: called by the journal's writer thread after each fsync."""
         with self._mutex:
@@ -124,7 +142,7 @@ class Flusher:
                 self._pending_rows = 0
                 self._spilled_upto = batch.end
             elif self._spilled_upto is not None:
-                self._spilled_upto = batch.end
+                self._spilled_upto = max(self._spilled_upto, batch.end)
             else:
                 self._pending.append(batch)
                 self._pending_rows += len(batch.events)

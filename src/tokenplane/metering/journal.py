@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import threading
@@ -34,6 +35,7 @@ from tokenplane.metering.journal_files import (
 )
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+log = logging.getLogger(__name__)
 
 
 class JournalBusy(RuntimeError):
@@ -162,27 +164,42 @@ class Journal:
                 self._commit(batch)
 
     def _commit(self, batch: list[_Waiter]) -> None:
+        good: list[_Waiter] = []
+        parts: list[bytes] = []
+        for waiter in batch:
+            try:
+                parts.append(encode_record(encode_event(waiter[0])))
+            except (TypeError, ValueError) as exc:  # an unserialisable event fails alone
+                _resolve([waiter], exc)
+                continue
+            good.append(waiter)
+        if not good:
+            return
         error: BaseException | None = None
         try:
-            data = b"".join([encode_record(encode_event(ev)) for ev, _ in batch])
-            written = 0
+            data = b"".join(parts)
             view = memoryview(data)
+            written = 0
             while written < len(data):
                 written += os.write(self._fd, view[written:])
             os.fdatasync(self._fd)
             self._offset += len(data)
             self.syncs += 1
-            self.committed += len(batch)
-        except Exception as exc:  # disk full, I/O error: fail the waiters, keep going
+            self.committed += len(good)
+        except OSError as exc:  # disk full, I/O error: fail the waiters, keep going
             error = exc
             self._abandon_segment()
-        if error is None and self.on_commit is not None:
-            end = Position(self._segment, self._offset)
-            self.on_commit(CommittedBatch([ev for ev, _ in batch], end))
-        _resolve(batch, error)
+        try:
+            if error is None and self.on_commit is not None:
+                end = Position(self._segment, self._offset)
+                self.on_commit(CommittedBatch([ev for ev, _ in good], end))
+        except Exception:  # the events are durable; a later replay flushes them
+            log.exception("journal on_commit hook failed")
+        finally:
+            _resolve(good, error)
         if error is None and self._offset >= self.segment_bytes:
-            self._open_segment(self._segment + 1)
-
+            with contextlib.suppress(OSError):  # if rotation fails, keep this segment
+                self._open_segment(self._segment + 1)
 
     def _abandon_segment(self) -> None:
         """After a failed write the segment may end in garbage: continue in a new one."""

@@ -14,6 +14,8 @@ process is gone. ``close()`` drains: everything recorded is flushed and fsynced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from tokenplane.metering.deferred_sink import DeferredSink
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.flusher import Flusher, replay_writer_dir
 from tokenplane.metering.journal import (
@@ -30,9 +33,11 @@ from tokenplane.metering.journal import (
     JournalBusy,
     writer_dir_for,
 )
-from tokenplane.metering.journal_files import WriterLock
+from tokenplane.metering.journal_files import Position, WriterLock, next_segment_number
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.sinks import LedgerSink, open_sink
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,8 @@ class Meter:
         max_pending_rows: int = 200_000,
         adopt_orphans: bool = True,
         max_writers: int = 256,
+        adopt_interval_s: float | None = None,
+        sink_options: dict[str, Any] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
@@ -79,6 +86,9 @@ class Meter:
         self.max_pending_rows = max_pending_rows
         self.adopt_on_start = adopt_orphans
         self.max_writers = max_writers
+        self.adopt_interval_s = adopt_interval_s
+        self.sink_options = dict(sink_options or {})
+        self._adopter: asyncio.Task[None] | None = None
         self.on_flush = on_flush
         self.writer_id = ""
         self._lock: WriterLock | None = None
@@ -93,20 +103,35 @@ class Meter:
         return self._sink
 
     async def start(self) -> None:
+        """Claim a writer id, replay leftovers, start journal and flusher.
+
+        If the ledger database is unreachable, the meter starts anyway: events are
+        journaled, and the flusher replays the backlog once the database is back.
+        """
         if self._sink is None:
             target = self._sink_arg
             if target is None or isinstance(target, LedgerSink):
                 target = self.data_dir / "ledger.db"
-            self._sink = await open_sink(target)
+            try:
+                self._sink = await open_sink(target, **self.sink_options)
+            except Exception as exc:
+                log.warning("ledger unavailable at start, journaling only for now: %s", exc)
+                self._sink = DeferredSink(target, **self.sink_options)
         self._claim_writer_id()
         assert self._lock is not None
         own_dir = self._lock.writer_dir
-        read, _ = await replay_writer_dir(self.sink, own_dir, max_rows=self.flush_max_rows)
-        self.recovered += read
-        if self.adopt_on_start:
-            await self.adopt_orphans()
-        if self.prices is not None:
-            await self.set_prices(self.prices)
+        backlog: Position | None = None
+        try:
+            read, _ = await replay_writer_dir(self.sink, own_dir, max_rows=self.flush_max_rows)
+            self.recovered += read
+            if self.adopt_on_start:
+                await self.adopt_orphans()
+            if self.prices is not None:
+                await self.set_prices(self.prices)
+        except Exception as exc:
+            log.warning("ledger unavailable, replaying the journal later: %s", exc)
+            # everything this writer left behind, up to (excluding) the new segment
+            backlog = Position(next_segment_number(own_dir) - 1, 2**62)
         flusher = Flusher(
             own_dir,
             self.sink,
@@ -115,6 +140,8 @@ class Meter:
             on_flush=self.on_flush,
         )
         flusher.start()
+        if backlog is not None:
+            flusher.schedule_replay(backlog)
         journal = Journal(
             self.data_dir,
             self.writer_id,
@@ -124,6 +151,17 @@ class Meter:
         )
         journal.open()
         self._flusher, self._journal = flusher, journal
+        if self.adopt_interval_s is not None:
+            self._adopter = asyncio.create_task(self._adopt_periodically(self.adopt_interval_s))
+
+    async def _adopt_periodically(self, interval_s: float) -> None:
+        """Pick up journals of workers that die while this one runs."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.adopt_orphans()
+            except Exception as exc:  # the sink may be down; the journals wait on disk
+                log.warning("adopting orphaned journals failed: %s", exc)
 
     def _claim_writer_id(self) -> None:
         if self._requested_id is not None:
@@ -177,6 +215,11 @@ class Meter:
 
     async def close(self) -> None:
         """Drain: commit the journal, flush it to the sink, release the writer id."""
+        if self._adopter is not None:
+            self._adopter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._adopter
+            self._adopter = None
         if self._journal is not None:
             await asyncio.to_thread(self._journal.close)
         if self._flusher is not None:

@@ -19,6 +19,8 @@ import asyncpg
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 from tokenplane.metering.rollups import (
+    DIMENSIONS,
+    MEASURES,
     fingerprint_rows,
     rollup_rows,
     upsert_fingerprints_sql,
@@ -32,8 +34,27 @@ _MOVE = (
     f"INSERT INTO usage_events SELECT * FROM {_STAGING} "
     "ON CONFLICT (request_id, attempt) DO NOTHING RETURNING request_id, attempt"
 )
-_UPSERT_ROLLUPS = upsert_rollups_sql(lambda i: f"${i + 1}")
-_UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda i: f"${i + 1}")
+
+
+def _unnest(types: Sequence[str]) -> str:
+    """``SELECT * FROM unnest($1::t1[], ...)``: many rows in one statement."""
+    return "SELECT * FROM unnest(" + ", ".join(
+        f"${i + 1}::{t}[]" for i, t in enumerate(types)
+    ) + ")"
+
+
+_UPSERT_ROLLUPS = upsert_rollups_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text", "bigint", *["text"] * len(DIMENSIONS), *["bigint"] * len(MEASURES)]),
+)
+_UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text", "text", "text", "bigint", "bigint", "float8", "float8"]),
+)
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    return [list(col) for col in zip(*rows, strict=True)]
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -130,24 +151,25 @@ class PostgresSink:
         return self._pool
 
     async def write(self, batch: list[UsageEvent]) -> int:
-        if not batch:
+        unique: dict[tuple[str, int], UsageEvent] = {}
+        for ev in batch:  # the first of duplicates inside a batch wins, as on SQLite
+            unique.setdefault(ev.key, ev)
+        if not unique:
             return 0
         async with self.pool.acquire() as con, con.transaction():
             await con.copy_records_to_table(
-                _STAGING, records=[event_row(ev) for ev in batch], columns=list(EVENT_COLUMNS)
+                _STAGING,
+                records=[event_row(ev) for ev in unique.values()],
+                columns=list(EVENT_COLUMNS),
             )
             keys = {(r["request_id"], r["attempt"]) for r in await con.fetch(_MOVE)}
             if not keys:
                 return 0
-            inserted: list[UsageEvent] = []
-            for ev in batch:
-                if ev.key in keys:
-                    inserted.append(ev)
-                    keys.discard(ev.key)  # a duplicate inside the batch counts once
-            await con.executemany(_UPSERT_ROLLUPS, rollup_rows(inserted))
+            inserted = [ev for key, ev in unique.items() if key in keys]
+            await con.execute(_UPSERT_ROLLUPS, *_columns(rollup_rows(inserted)))
             fps = fingerprint_rows(inserted)
             if fps:
-                await con.executemany(_UPSERT_FINGERPRINTS, fps)
+                await con.execute(_UPSERT_FINGERPRINTS, *_columns(fps))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -30,12 +30,14 @@ Config shape::
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import orjson
+import yaml
 
 from tokenplane.metering.events import UsageEvent
 
@@ -130,6 +132,16 @@ class PriceBook:
         self.version = digest.hexdigest()[:16]
 
     @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PriceBook:
+        """Read a price table from a YAML or JSON file."""
+        with open(path, encoding="utf-8") as fh:
+            # BaseLoader keeps every scalar a string: prices stay exact decimals.
+            table = yaml.load(fh, Loader=yaml.BaseLoader)
+        if not isinstance(table, Mapping):
+            raise ValueError(f"{path}: a price table must be a mapping")
+        return cls(_numbers_from_strings(table))
+
+    @classmethod
     def empty(cls) -> PriceBook:
         return cls({"currency": "USD", "models": {}})
 
@@ -156,6 +168,22 @@ class PriceBook:
         event.cost_micros, event.price_version = self.cost(event)
         event.currency = self.currency
         return event
+
+
+def _numbers_from_strings(table: Mapping[str, Any]) -> dict[str, Any]:
+    """Undo BaseLoader's strings where an integer is meant (tier thresholds)."""
+    out = dict(table)
+    models = {}
+    for name, spec in (table.get("models") or {}).items():
+        spec = dict(spec)
+        if spec.get("tiers"):
+            spec["tiers"] = [
+                {**tier, "above_input_tokens": int(tier["above_input_tokens"])}
+                for tier in spec["tiers"]
+            ]
+        models[name] = spec
+    out["models"] = models
+    return out
 
 
 def _canonical(value: Any) -> Any:

@@ -10,6 +10,8 @@ Rows are sorted by key so concurrent writers touch rollup rows in the same order
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import add
+from typing import Any
 
 from tokenplane.metering.events import UsageEvent
 
@@ -71,21 +73,30 @@ def bucket_of(ts: float, grain: str) -> int:
 
 
 def rollup_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
-    """One row per (grain, bucket, dimensions) with the summed measures, sorted."""
-    sums: dict[tuple[object, ...], list[int]] = {}
+    """One row per (grain, bucket, dimensions) with the summed measures, sorted.
+
+    Sums per minute first; hours are sums of minutes and days sums of hours.
+    """
+    minutes: dict[tuple[Any, ...], list[int]] = {}
     for ev in events:
-        dims = (ev.tenant, ev.department, ev.app, ev.model, ev.key_id, ev.currency)
+        key = (int(ev.ts) // 60 * 60, ev.tenant, ev.department, ev.app, ev.model, ev.key_id,
+               ev.currency)
+        acc = minutes.get(key)
         values = measures_of(ev)
-        sec = int(ev.ts)
-        for grain, width in GRAINS.items():
-            key = (grain, (sec // width) * width, *dims)
-            acc = sums.get(key)
-            if acc is None:
-                sums[key] = list(values)
-            else:
-                for i, v in enumerate(values):
-                    acc[i] += v
-    return [(*key, *vals) for key, vals in sorted(sums.items(), key=_sort_key)]
+        minutes[key] = list(values) if acc is None else list(map(add, acc, values))
+    rows: list[RollupRow] = []
+    level = minutes
+    for grain, width in GRAINS.items():
+        if grain != "minute":
+            coarser: dict[tuple[Any, ...], list[int]] = {}
+            for (bucket, *dims), acc in level.items():
+                key = (bucket // width * width, *dims)
+                cur = coarser.get(key)
+                coarser[key] = acc if cur is None else list(map(add, cur, acc))
+            level = coarser
+        rows.extend((grain, *key, *vals) for key, vals in level.items())
+    rows.sort()
+    return rows
 
 
 def fingerprint_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
@@ -108,26 +119,25 @@ def fingerprint_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
     ]
 
 
-def _sort_key(item: tuple[tuple[object, ...], list[int]]) -> tuple[str, ...]:
-    return tuple(str(k) for k in item[0])
-
-
-def upsert_rollups_sql(placeholder: Callable[[int], str]) -> str:
+def upsert_rollups_sql(placeholder: Callable[[int], str], source: str | None = None) -> str:
+    """Upsert of one rollup row; with ``source`` (a SELECT), of all the rows it yields."""
     cols = ", ".join(ROLLUP_COLUMNS)
     values = ", ".join(placeholder(i) for i in range(len(ROLLUP_COLUMNS)))
+    rows = f"VALUES ({values})" if source is None else source
     sets = ", ".join(f"{m} = usage_rollups.{m} + excluded.{m}" for m in MEASURES)
     return (
-        f"INSERT INTO usage_rollups ({cols}) VALUES ({values}) "
+        f"INSERT INTO usage_rollups ({cols}) {rows} "
         f"ON CONFLICT ({', '.join(ROLLUP_KEY)}) DO UPDATE SET {sets}"
     )
 
 
-def upsert_fingerprints_sql(placeholder: Callable[[int], str]) -> str:
+def upsert_fingerprints_sql(placeholder: Callable[[int], str], source: str | None = None) -> str:
     cols = ", ".join(FINGERPRINT_COLUMNS)
     values = ", ".join(placeholder(i) for i in range(len(FINGERPRINT_COLUMNS)))
+    rows = f"VALUES ({values})" if source is None else source
     t = "system_fingerprints"
     return (
-        f"INSERT INTO {t} ({cols}) VALUES ({values}) "
+        f"INSERT INTO {t} ({cols}) {rows} "
         f"ON CONFLICT ({', '.join(FINGERPRINT_KEY)}) DO UPDATE SET "
         f"requests = {t}.requests + excluded.requests, "
         f"system_tokens = {t}.system_tokens + excluded.system_tokens, "

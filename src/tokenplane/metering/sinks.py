@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,9 +39,8 @@ class LedgerSink(Protocol):
 
 def event_row(event: UsageEvent) -> tuple[Any, ...]:
     """Values in ``EVENT_COLUMNS`` order; flags stored as a JSON array text."""
-    row = [getattr(event, name) for name in EVENT_COLUMNS]
-    row[_FLAGS_INDEX] = orjson.dumps(event.flags).decode()
-    return tuple(row)
+    row = _GET_ROW(event)
+    return (*row[:_FLAGS_INDEX], orjson.dumps(event.flags).decode(), *row[_FLAGS_INDEX + 1 :])
 
 
 def row_event(row: dict[str, Any]) -> UsageEvent:
@@ -72,3 +72,4 @@ async def open_sink(target: str | os.PathLike[str], **options: Any) -> LedgerSin
 
 
 _FLAGS_INDEX = EVENT_COLUMNS.index("flags")
+_GET_ROW = attrgetter(*EVENT_COLUMNS)

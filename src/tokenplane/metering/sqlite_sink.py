@@ -107,15 +107,25 @@ class SqliteSink:
         return await self._call(self._write_sync, batch)
 
     def _write_sync(self, batch: list[UsageEvent]) -> int:
-        con = self.con
-        cur = con.cursor()
+        unique: dict[tuple[str, int], UsageEvent] = {}
+        for ev in batch:  # the first of duplicates inside a batch wins
+            unique.setdefault(ev.key, ev)
+        events = list(unique.values())
+        cur = self.con.cursor()
         cur.execute("BEGIN IMMEDIATE")
         try:
-            inserted: list[UsageEvent] = []
-            for event in batch:
-                cur.execute(_INSERT_EVENT, event_row(event))
-                if cur.rowcount == 1:
-                    inserted.append(event)
+            # Fast path: one executemany; if every row went in, all events are new.
+            cur.executemany(_INSERT_EVENT, [event_row(ev) for ev in events])
+            if cur.rowcount == len(events):
+                inserted = events
+            else:  # a replay: find out row by row which events the ledger lacked
+                cur.execute("ROLLBACK")
+                cur.execute("BEGIN IMMEDIATE")
+                inserted = []
+                for ev in events:
+                    cur.execute(_INSERT_EVENT, event_row(ev))
+                    if cur.rowcount == 1:
+                        inserted.append(ev)
             if inserted:
                 cur.executemany(_UPSERT_ROLLUPS, rollup_rows(inserted))
                 fps = fingerprint_rows(inserted)
@@ -123,7 +133,8 @@ class SqliteSink:
                     cur.executemany(_UPSERT_FINGERPRINTS, fps)
             cur.execute("COMMIT")
         except BaseException:
-            cur.execute("ROLLBACK")
+            if self.con.in_transaction:
+                cur.execute("ROLLBACK")
             raise
         return len(inserted)
 

@@ -59,7 +59,8 @@ class RoutingContext:
         self.sessions: OrderedDict[str, str] = OrderedDict()
         self.max_sessions = max_sessions
         self.rng = random.Random(seed)
-        self._match_key: tuple[str, tuple[str, ...]] | None = None
+        self._match_req: RouteRequest | None = None
+        self._match_eps: tuple[str, ...] = ()
         self._match_val: dict[str, int] = {}
         self.last_matched_blocks = 0
 
@@ -67,10 +68,11 @@ class RoutingContext:
         self, req: RouteRequest, endpoints: Sequence[EndpointState]
     ) -> dict[str, int]:
         """Matched blocks per replica, memoised for the request being routed."""
-        key = (req.request_id, tuple(e.id for e in endpoints))
-        if key != self._match_key:
-            self._match_val = self.prefix_index.match_all(key[1], req.block_hashes)
-            self._match_key = key
+        eps = tuple(e.id for e in endpoints)
+        if req is not self._match_req or eps != self._match_eps:
+            self._match_val = self.prefix_index.match_all(eps, req.block_hashes)
+            self._match_req = req
+            self._match_eps = eps
         return self._match_val
 
     def record(self, req: RouteRequest, endpoint_id: str) -> None:
@@ -84,7 +86,7 @@ class RoutingContext:
             self.prefix_index.record(endpoint_id, req.block_hashes)
         else:
             self.last_matched_blocks = 0
-        self._match_key = None
+        self._match_req = None
         if req.session_id is not None:
             self.sessions[req.session_id] = endpoint_id
             self.sessions.move_to_end(req.session_id)

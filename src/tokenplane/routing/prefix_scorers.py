@@ -26,12 +26,20 @@ class PrefixAffinityScorer:
 
 
 def estimated_ttft_s(
-    endpoint: EndpointState, req: RouteRequest, matched_blocks: int, block_size: int
+    endpoint: EndpointState,
+    req: RouteRequest,
+    matched_blocks: int,
+    block_size: int,
+    cache_weight: float = 1.0,
 ) -> float:
-    """Prefill work ahead of the request plus its own uncached prefill, in seconds."""
+    """Prefill work ahead of the request plus its own uncached prefill, in seconds.
+
+    ``cache_weight`` > 1 counts each cached token as worth more than the time it
+    saves this request (it also saves the cluster that much work under load).
+    """
     cached = min(req.prompt_tokens, matched_blocks * block_size)
-    own = req.prompt_tokens - cached
-    return (endpoint.inflight_prefill_tokens + own) * endpoint.prefill_s_per_token
+    own = req.prompt_tokens - cache_weight * cached
+    return max(0.0, (endpoint.inflight_prefill_tokens + own) * endpoint.prefill_s_per_token)
 
 
 @dataclass(slots=True)
@@ -47,6 +55,7 @@ class StickyUntilSaturatedScorer:
 
     ctx: RoutingContext
     floor_s: float = 0.005
+    cache_weight: float = 1.0
 
     def score(
         self, req: RouteRequest, endpoints: Sequence[EndpointState]
@@ -54,7 +63,9 @@ class StickyUntilSaturatedScorer:
         matches = self.ctx.prefix_matches(req, endpoints) if req.block_hashes else {}
         est = {
             e.id: self.floor_s
-            + estimated_ttft_s(e, req, matches.get(e.id, 0), self.ctx.block_size)
+            + estimated_ttft_s(
+                e, req, matches.get(e.id, 0), self.ctx.block_size, self.cache_weight
+            )
             for e in endpoints
         }
         if not est:

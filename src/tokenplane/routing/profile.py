@@ -25,6 +25,22 @@ class RoutingProfile:
 
     def route(self, req: RouteRequest, endpoints: Sequence[EndpointState]) -> str:
         """The chosen replica id; records the decision in the shared context."""
+        choice = self.choose(req, endpoints)
+        self.commit(req, choice)
+        return choice
+
+    def commit(self, req: RouteRequest, endpoint_id: str) -> None:
+        """Record that ``req`` was sent to ``endpoint_id`` (prefix index, sessions)."""
+        self.ctx.record(req, endpoint_id)
+
+    def affinity(self, req: RouteRequest, endpoints: Sequence[EndpointState]) -> dict[str, int]:
+        """Prompt blocks each replica is believed to hold (0 without block hashes)."""
+        if not req.block_hashes:
+            return {e.id: 0 for e in endpoints}
+        return self.ctx.prefix_matches(req, endpoints)
+
+    def choose(self, req: RouteRequest, endpoints: Sequence[EndpointState]) -> str:
+        """The replica this profile would pick, without recording anything."""
         cands: list[EndpointState] = list(endpoints)
         for f in self.filters:
             cands = f.filter(req, cands)
@@ -35,6 +51,4 @@ class RoutingProfile:
             for eid, s in scorer.score(req, cands).items():
                 if eid in totals:
                     totals[eid] += weight * clamp01(s)
-        choice = self.picker.pick(req, totals, cands)
-        self.ctx.record(req, choice)
-        return choice
+        return self.picker.pick(req, totals, cands)

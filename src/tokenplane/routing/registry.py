@@ -111,7 +111,9 @@ def default_registry() -> PluginRegistry:
     r.add_scorer("prefix_affinity", lambda p, c: PrefixAffinityScorer(c))
     r.add_scorer(
         "sticky_until_saturated",
-        lambda p, c: StickyUntilSaturatedScorer(c, float(p.get("floor_s", 0.005))),
+        lambda p, c: StickyUntilSaturatedScorer(
+            c, float(p.get("floor_s", 0.005)), float(p.get("cache_weight", 1.0))
+        ),
     )
     r.add_picker("max_score", lambda p, c: MaxScorePicker(c))
     r.add_picker("random", lambda p, c: RandomPicker(c))
@@ -153,13 +155,13 @@ def builtin_profile_configs() -> dict[str, dict[str, Any]]:
         },
         "tokenplane": {
             "name": "tokenplane",
-            "filters": (*_BASE_FILTERS, "unsaturated"),
+            "filters": _BASE_FILTERS,
             "scorers": [
-                {"name": "sticky_until_saturated", "weight": 3.0},
-                {"name": "token_load", "weight": 1.0},
-                {"name": "kv_cache", "weight": 1.0},
-                {"name": "queue_depth", "weight": 1.0},
-                {"name": "session_affinity", "weight": 0.5},
+                {"name": "sticky_until_saturated", "weight": 1.0, "cache_weight": 2.0},
+                {"name": "prefix_affinity", "weight": 0.2},
+                {"name": "token_load", "weight": 0.1},
+                {"name": "kv_cache", "weight": 0.1},
+                {"name": "session_affinity", "weight": 0.2},
             ],
         },
     }

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from tokenplane.routing.endpoint import EndpointState, RouteRequest
+from tokenplane.routing.endpoint import BREAKER_OPEN, EndpointState, RouteRequest
 from tokenplane.scheduling.gate import SaturationGate
 from tokenplane.scheduling.slo import SloClass
 from tokenplane.scheduling.vtc import VirtualTokenCounter
 
-RouteFn = Callable[[RouteRequest, Sequence[EndpointState]], str]
+
+class Router(Protocol):
+    """What the scheduler needs from a routing profile (RoutingProfile fits)."""
+
+    def choose(self, req: RouteRequest, endpoints: Sequence[EndpointState]) -> str: ...
+
+    def commit(self, req: RouteRequest, endpoint_id: str) -> None: ...
+
+    def affinity(
+        self, req: RouteRequest, endpoints: Sequence[EndpointState]
+    ) -> dict[str, int]: ...
 
 
 @dataclass(slots=True)
@@ -65,19 +76,27 @@ class GatewayScheduler:
     ``aging_tokens_per_s * d`` tokens of priority, so none starves). A request is
     released only to a replica the gate accepts for its class, and the routing
     function picks among those replicas at release time (late binding).
+
+    Cache stickiness: the router first chooses among all healthy replicas; if
+    its choice is saturated but holds more of the prompt's prefix than any
+    replica with room, the request keeps waiting for it (that replica is then
+    reserved for the rest of this release call, so nothing overtakes it there)
+    and up to ``lookahead`` later requests are tried instead.
     """
 
     def __init__(
         self,
-        route: RouteFn,
+        router: Router,
         *,
         gate: SaturationGate | None = None,
         vtc: VirtualTokenCounter | None = None,
         aging_tokens_per_s: float = 200.0,
         decode_s_per_token: float = 0.01,
         drain_tokens_per_s: float | None = None,
+        lookahead: int = 32,
     ) -> None:
-        self._route = route
+        self._router = router
+        self.lookahead = lookahead
         self.gate = gate or SaturationGate()
         self.vtc = vtc or VirtualTokenCounter()
         self.aging_tokens_per_s = aging_tokens_per_s
@@ -127,39 +146,86 @@ class GatewayScheduler:
         self.stats[item.slo.name].queued -= 1
         return item
 
+    def _push_back(self, prio: int, entries: list[tuple[float, int, QueuedRequest]]) -> None:
+        band = self._bands[prio]
+        for entry in entries:
+            item = entry[2]
+            heapq.heappush(band.tenants.setdefault(item.route.tenant, []), entry)
+            band.size += 1
+            band.tokens += item.est_tokens
+            self.stats[item.slo.name].queued += 1
+
     def release(
         self, endpoints: Sequence[EndpointState], now: float
     ) -> list[tuple[QueuedRequest, str]]:
         """Requests to send now, each with the replica chosen for it.
 
-        Stops at the first band whose head cannot be placed, so a less urgent
-        band never overtakes a more urgent one.
+        Stops at the first band whose next request finds no replica with room,
+        so a less urgent band never overtakes a more urgent one.
         """
         out: list[tuple[QueuedRequest, str]] = []
         snap = {e.id: e for e in endpoints}
+        healthy = [e.id for e in endpoints if e.healthy and e.breaker_state != BREAKER_OPEN]
+        reserved: set[str] = set()
         for prio in sorted(self._bands):
             band = self._bands[prio]
-            while band.size:
+            skipped: list[tuple[float, int, QueuedRequest]] = []
+            blocked = False
+            while band.size and len(skipped) < self.lookahead:
                 tenant = self.vtc.pick(band.tenants)
-                head = band.tenants[tenant][0][2]
-                frac = head.slo.gate_fraction
-                allowed = [e for e in snap.values() if self.gate.accepts(e, frac)]
+                entry = band.tenants[tenant][0]
+                item = entry[2]
+                frac = item.slo.gate_fraction
+                allowed = [
+                    e
+                    for e in snap.values()
+                    if e.id not in reserved and self.gate.accepts(e, frac)
+                ]
                 if not allowed:
-                    return out
-                item = self._pop(band, tenant)
-                eid = self._route(item.route, allowed)
-                cached = 0
-                snap[eid] = snap[eid].with_dispatch(
-                    item.route.prompt_tokens - cached, item.route.predicted_output
-                )
-                self.vtc.charge(tenant, item.route.prompt_tokens, item.route.predicted_output)
-                st = self.stats[item.slo.name]
-                st.released += 1
-                wait = now - item.arrival
-                st.wait_sum_s += wait
-                st.wait_max_s = max(st.wait_max_s, wait)
+                    blocked = True
+                    break
+                self._pop(band, tenant)
+                eid, wait_for = self._bind(item, allowed, [snap[i] for i in healthy])
+                if eid is None:
+                    reserved.add(wait_for)
+                    skipped.append(entry)
+                    continue
+                self._dispatch(item, eid, snap, now)
                 out.append((item, eid))
+            self._push_back(prio, skipped)
+            if blocked:
+                return out
         return out
+
+    def _bind(
+        self,
+        item: QueuedRequest,
+        allowed: list[EndpointState],
+        healthy: list[EndpointState],
+    ) -> tuple[str | None, str]:
+        """(replica to send to now, "") or (None, the warmer replica to wait for)."""
+        req = item.route
+        if req.block_hashes and len(healthy) > len(allowed):
+            best = self._router.choose(req, healthy)
+            allowed_ids = {e.id for e in allowed}
+            if best not in allowed_ids:
+                aff = self._router.affinity(req, healthy)
+                if aff.get(best, 0) > max(aff.get(i, 0) for i in allowed_ids):
+                    return None, best
+        return self._router.choose(req, allowed), ""
+
+    def _dispatch(
+        self, item: QueuedRequest, eid: str, snap: dict[str, EndpointState], now: float
+    ) -> None:
+        req = item.route
+        self._router.commit(req, eid)
+        snap[eid] = snap[eid].with_dispatch(req.prompt_tokens, req.predicted_output)
+        self.vtc.charge(req.tenant, req.prompt_tokens, req.predicted_output)
+        st = self.stats[item.slo.name]
+        st.released += 1
+        wait = now - item.arrival
+        st.wait_sum_s += wait
+        st.wait_max_s = max(st.wait_max_s, wait)
 
     def settle(self, tenant: str, predicted_output: int, actual_output: int) -> None:
         """Correct a tenant's counter once its real output length is known."""

@@ -43,13 +43,19 @@ def builtin_policies() -> dict[str, PolicySpec]:
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """Knobs of the simulated cluster and of the gateway's view of it."""
+    """Knobs of the simulated cluster and of the gateway's view of it.
+
+    The gate's per-replica limits are given in seconds of engine work at the
+    profile's per-token cost: ``prefill_budget_s`` for uncached prefill tokens
+    in flight, ``token_budget_s`` for prefill plus predicted decode tokens in
+    flight. ``max_waiting`` bounds requests queued inside each engine.
+    """
 
     replicas: int = 8
     scrape_interval_s: float = 0.05
     max_waiting: int = 4
     prefill_budget_s: float = 0.6
-    token_budget: int = 12_000
+    token_budget_s: float = 0.4
     aging_tokens_per_s: float = 200.0
     expire_interval_s: float = 1.0
     jitter: float = 0.0
@@ -147,12 +153,13 @@ class ClusterSim:
         self.scheduler: GatewayScheduler | None = None
         if policy.gateway_queue:
             self.scheduler = GatewayScheduler(
-                self.router.route, aging_tokens_per_s=cfg.aging_tokens_per_s
+                self.router, aging_tokens_per_s=cfg.aging_tokens_per_s
             )
         per_token = max(1e-9, engine_profile.a_s_per_token)
         self.prefill_capacity = max(
             engine_profile.block_size, int(cfg.prefill_budget_s / per_token)
         )
+        self.token_capacity = max(engine_profile.block_size, int(cfg.token_budget_s / per_token))
         self.records: dict[str, RequestRecord] = {}
         self._last_now = 0.0
 
@@ -178,7 +185,7 @@ class ClusterSim:
                     inflight_decode_tokens=self.inflight_decode[i],
                     max_num_seqs=p.max_num_seqs,
                     max_waiting=self.cfg.max_waiting,
-                    token_capacity=self.cfg.token_budget,
+                    token_capacity=self.token_capacity,
                     prefill_capacity=self.prefill_capacity,
                     prefill_s_per_token=p.a_s_per_token,
                 )

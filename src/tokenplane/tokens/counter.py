@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, normalize
@@ -26,8 +26,7 @@ from tokenplane.tokens.templates import make_template
 Prompt = str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
+class SegmentInfo(NamedTuple):
     """One tokenized run of the prompt: its (first part's) source, tokens, cache state."""
 
     source: str
@@ -72,8 +71,11 @@ class ChatCounter:
 
         def flush() -> None:
             entry, hit = measure(tok, tuple(texts))
-            for src, n in zip(sources, entry.counts, strict=True):
-                by_source[src] += n
+            if len(sources) == 1:
+                by_source[sources[0]] += entry.counts[0]
+            else:
+                for src, n in zip(sources, entry.counts, strict=True):
+                    by_source[src] += n
             segments.append(SegmentInfo(sources[0], entry.total, entry.chars, hit))
             texts.clear()
             sources.clear()
@@ -120,10 +122,12 @@ class TokenCounting:
         registry: TokenizerRegistry | None = None,
         cache: SegmentCache | None = None,
         image_tokens: int = DEFAULT_IMAGE_TOKENS,
+        max_models: int = 1024,
     ) -> None:
-        self.registry = registry or TokenizerRegistry()
-        self.cache = cache or SegmentCache()
+        self.registry = registry if registry is not None else TokenizerRegistry()
+        self.cache = cache if cache is not None else SegmentCache()
         self.image_tokens = image_tokens
+        self.max_models = max_models
         self._counters: dict[str, ChatCounter | None] = {}
 
     def for_model(self, model: str) -> ChatCounter | None:
@@ -135,5 +139,6 @@ class TokenCounting:
         if rule is not None:
             template = make_template(rule.family, self.registry.get(rule.spec), self.image_tokens)
             counter = ChatCounter(template, self.cache, rule.exact)
-        self._counters[model] = counter
+        if len(self._counters) < self.max_models:  # client-chosen names must not grow memory
+            self._counters[model] = counter
         return counter

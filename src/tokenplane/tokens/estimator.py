@@ -24,7 +24,14 @@ CLASSES = ("cjk", "latin", "code", "other")
 # Features: characters per class, plus word and punctuation runs inside latin and code
 # (English and code token counts follow words and symbol runs more closely than chars).
 FEATURES = (
-    "cjk", "latin", "code", "other", "latin_words", "latin_punct", "code_words", "code_punct"
+    "cjk",
+    "latin",
+    "code",
+    "other",
+    "latin_words",
+    "latin_punct",
+    "code_words",
+    "code_punct",
 )
 # Prior tokens-per-character (English ~4 chars/token, code ~3.3, CJK ~1.3, other ~2);
 # word / punctuation features start at zero weight.

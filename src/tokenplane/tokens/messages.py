@@ -23,6 +23,7 @@ and flags the result as estimated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,15 +98,17 @@ def _text_of(content: Any) -> tuple[str, tuple[tuple[str, bool], ...], int]:
 def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     if not raw:
         return ()
+    if not isinstance(raw, Sequence) or isinstance(raw, str):
+        raise ValueError("tool_calls must be a list")
     calls: list[ToolCall] = []
     for call in raw:
-        fn = call.get("function", call) if isinstance(call, Mapping) else {}
-        if not isinstance(fn, Mapping):
+        if not isinstance(call, Mapping):
             raise ValueError("tool_calls entries must be objects")
+        fn = call.get("function", call)
+        if not isinstance(fn, Mapping):
+            raise ValueError("tool_calls[].function must be an object")
         args = fn.get("arguments", "")
         if not isinstance(args, str):
-            import json
-
             args = json.dumps(args, ensure_ascii=False)
         calls.append(ToolCall(str(fn.get("name", "")), args, str(call.get("type", "function"))))
     return tuple(calls)

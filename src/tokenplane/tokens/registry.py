@@ -42,18 +42,31 @@ class ModelTokenizing:
 
 
 class TiktokenTokenizer:
-    """A tiktoken encoding as a :class:`Tokenizer`; special-token text encodes as specials."""
+    """A tiktoken encoding as a :class:`Tokenizer`; special-token text encodes as specials.
+
+    Text containing no special token's first character skips tiktoken's per-call special
+    token set handling (``encode_ordinary``, about 3x faster on short texts).
+    """
 
     def __init__(self, name: str, encoding: Any, nfc: bool = False) -> None:
         self.name = name
         self._enc = encoding
         self._nfc = nfc
+        specials: dict[str, int] = encoding._special_tokens
+        self._specials = frozenset(specials)
+        self._starts = tuple(sorted({s[0] for s in specials if s}))
 
     def encode(self, text: str) -> list[int]:
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
-        ids: list[int] = self._enc.encode(text, allowed_special="all")
-        return ids
+        for c in self._starts:
+            if c in text:
+                ids: list[int] = self._enc.encode(
+                    text, allowed_special=self._specials, disallowed_special=()
+                )
+                return ids
+        plain: list[int] = self._enc.encode_ordinary(text)
+        return plain
 
     def decode(self, ids: list[int]) -> str:
         text: str = self._enc.decode(ids)
@@ -123,6 +136,8 @@ def qwen_models() -> list[str]:
 
 def _builtin_rule(model: str) -> ModelTokenizing | None:
     name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith("qwen3"):
+        return ModelTokenizing(f"qwen:{name}", "qwen3")
     if name.startswith("qwen"):
         return ModelTokenizing(f"qwen:{name}", "qwen")
     for prefix, rule in _RULES:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tokenplane.tokens.base import Tokenizer
 
@@ -22,14 +22,12 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentEntry:
-    counts: tuple[int, ...]
-    chars: int
+class SegmentEntry(NamedTuple):
+    """Per-part token counts of a segment, their sum, and its length in characters."""
 
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
+    counts: tuple[int, ...]
+    total: int
+    chars: int
 
 
 class SegmentCache:
@@ -47,6 +45,10 @@ class SegmentCache:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __bool__(self) -> bool:
+        """Always true: an empty cache is still a cache (``cache or SegmentCache()`` is safe)."""
+        return True
 
     @property
     def hit_ratio(self) -> float:
@@ -92,7 +94,8 @@ class SegmentCache:
     def _compute(tokenizer: Tokenizer, parts: tuple[str, ...]) -> SegmentEntry:
         chars = sum(len(p) for p in parts)
         if len(parts) == 1:
-            return SegmentEntry((tokenizer.count(parts[0]),), chars)
+            n = tokenizer.count(parts[0])
+            return SegmentEntry((n,), n, chars)
         joint = tokenizer.count("".join(parts))
         shares = [tokenizer.count(p) for p in parts]
         residual = joint - sum(shares)
@@ -101,4 +104,4 @@ class SegmentCache:
             step = residual if residual > 0 else -min(shares[i], -residual)
             shares[i] += step
             residual -= step
-        return SegmentEntry(tuple(shares), chars)
+        return SegmentEntry(tuple(shares), joint, chars)

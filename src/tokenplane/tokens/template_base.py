@@ -15,20 +15,21 @@ text (an estimate; the counter flags it).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import orjson
 
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, ChatMessage, Conversation, normalize
 
 IMAGE_PLACEHOLDER_ID = 0
+TOOLS_MEMO_SIZE = 64
 
 Tools = Sequence[Mapping[str, Any]] | None
 
 
-@dataclass(frozen=True, slots=True)
-class Piece:
+class Piece(NamedTuple):
     """Text (``ids`` empty) or framing ids (``label`` is their text form), with a source."""
 
     source: str
@@ -104,6 +105,24 @@ class ChatTemplate:
     def __init__(self, tokenizer: Tokenizer, image_tokens: int = DEFAULT_IMAGE_TOKENS) -> None:
         self.tokenizer = tokenizer
         self.image_tokens = image_tokens
+        self._tools_memo: dict[bytes, str] = {}
+        self._specials: dict[tuple[str, str, int | None], Piece] = {}
+
+    def tools_text(self, tools: Tools, render: Callable[[Tools], str]) -> str:
+        """``render(tools)``, memoised by the tools' orjson bytes (a repeated tool schema is
+        serialised by orjson, ~1 us, instead of re-rendered with ``json.dumps``)."""
+        try:
+            key = orjson.dumps(tools)
+        except TypeError:
+            return render(tools)
+        memo = self._tools_memo
+        found = memo.get(key)
+        if found is None:
+            found = render(tools)
+            if len(memo) >= TOOLS_MEMO_SIZE:
+                memo.pop(next(iter(memo)))
+            memo[key] = found
+        return found
 
     def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
         raise NotImplementedError
@@ -114,7 +133,13 @@ class ChatTemplate:
         return [Piece(m.source, ids=(IMAGE_PLACEHOLDER_ID,) * (m.images * self.image_tokens))]
 
     def special(self, source: str, label: str, fallback: int | None = None) -> Piece:
-        return Piece(source, ids=special_ids(self.tokenizer, label, fallback), label=label)
+        """A framing piece (memoised: templates emit the same few many times)."""
+        key = (source, label, fallback)
+        found = self._specials.get(key)
+        if found is None:
+            found = Piece(source, ids=special_ids(self.tokenizer, label, fallback), label=label)
+            self._specials[key] = found
+        return found
 
     def encode(self, messages: Sequence[Mapping[str, Any]], tools: Tools = None) -> list[int]:
         """The full prompt ids (ground truth for counting)."""

@@ -4,8 +4,9 @@ Each message renders as ``<|im_start|>{role}\\n{content}<|im_end|>\\n`` and the 
 with ``<|im_start|>assistant\\n``. ``qwen`` follows Qwen2.5's published template:
 
 - with no leading system message it inserts the default system prompt
-  ``You are Qwen, created by Alibaba Cloud. You are a helpful assistant.`` (``chatml`` does
-  not);
+  ``You are Qwen, created by Alibaba Cloud. You are a helpful assistant.`` (``chatml`` and
+  ``qwen3`` do not; ``qwen3`` is used for Qwen3.x models, whose ``<think>`` handling of
+  earlier assistant turns is not modelled);
 - tool definitions are appended to the first system message as ``\\n\\n# Tools ...<tools>``
   with one JSON object per line, then the ``<tool_call>`` instructions (both families);
 - assistant tool calls render as
@@ -66,7 +67,7 @@ class ChatMLTemplate(ChatTemplate):
             else:
                 out.append(Piece(src, "system\n" + (self.default_system or "")))
             if tools:
-                out.append(Piece("tools", tools_block(tools)))
+                out.append(Piece("tools", self.tools_text(tools, tools_block)))
             out += self._close(src)
         n = len(msgs)
         for i, m in enumerate(msgs):
@@ -96,8 +97,11 @@ class ChatMLTemplate(ChatTemplate):
             out += content_pieces(m, "\n")
         for call in m.tool_calls:
             text = (
-                '\n<tool_call>\n{"name": "' + call.name + '", "arguments": '
-                + arguments_json(call.arguments) + "}\n</tool_call>"
+                '\n<tool_call>\n{"name": "'
+                + call.name
+                + '", "arguments": '
+                + arguments_json(call.arguments)
+                + "}\n</tool_call>"
             )
             out.append(Piece(m.source, text))
         return out
@@ -106,3 +110,9 @@ class ChatMLTemplate(ChatTemplate):
 class QwenTemplate(ChatMLTemplate):
     family = "qwen"
     default_system = QWEN_DEFAULT_SYSTEM
+
+
+class Qwen3Template(ChatMLTemplate):
+    """Qwen3 / Qwen3.5 without thinking blocks: Qwen2.5's framing minus the default system."""
+
+    family = "qwen3"

@@ -56,7 +56,7 @@ class DeepSeekTemplate(ChatTemplate):
             out += self.image_piece(m)
         if tools:
             sep = "\n\n" if systems else ""
-            out.append(Piece("tools", sep + TOOLS_HEADING + tools_json(tools)))
+            out.append(Piece("tools", sep + TOOLS_HEADING + self.tools_text(tools, tools_json)))
         in_tools = False
         for m in msgs:
             if m.role in ("system", "developer"):

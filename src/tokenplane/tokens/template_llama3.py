@@ -37,7 +37,9 @@ class Llama3Template(ChatTemplate):
     def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
         out = [self.special("system", "<|begin_of_text|>", BEGIN_OF_TEXT)]
         if tools:
-            out += self._block("tools", "system", [Piece("tools", "\n\n" + tools_json(tools))])
+            out += self._block(
+                "tools", "system", [Piece("tools", "\n\n" + self.tools_text(tools, tools_json))]
+            )
         for m in conv.messages:
             role = "ipython" if m.role in ("tool", "function") else m.role
             out += self._block(m.source, role, self._body(m))

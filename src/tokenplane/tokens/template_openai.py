@@ -41,7 +41,7 @@ class OpenAITemplate(ChatTemplate):
     def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
         out: list[Piece] = []
         if tools:
-            body = [Piece("tools", "# Tools\n\n" + tools_json(tools))]
+            body = [Piece("tools", "# Tools\n\n" + self.tools_text(tools, tools_json))]
             out += self._message("tools", "system", None, body)
         for m in conv.messages:
             out += self._message(m.source, m.role, m.name, self._body(m))

@@ -1,11 +1,11 @@
-"""Chat template families by name: ``openai``, ``chatml``, ``qwen``, ``deepseek``, ``llama3``."""
+"""Chat template families by name: openai, chatml, qwen, qwen3, deepseek, llama3."""
 
 from __future__ import annotations
 
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS
 from tokenplane.tokens.template_base import ChatTemplate
-from tokenplane.tokens.template_chatml import ChatMLTemplate, QwenTemplate
+from tokenplane.tokens.template_chatml import ChatMLTemplate, Qwen3Template, QwenTemplate
 from tokenplane.tokens.template_deepseek import DeepSeekTemplate
 from tokenplane.tokens.template_llama3 import Llama3Template
 from tokenplane.tokens.template_openai import OpenAITemplate
@@ -14,6 +14,7 @@ FAMILIES: dict[str, type[ChatTemplate]] = {
     "openai": OpenAITemplate,
     "chatml": ChatMLTemplate,
     "qwen": QwenTemplate,
+    "qwen3": Qwen3Template,
     "deepseek": DeepSeekTemplate,
     "llama3": Llama3Template,
 }

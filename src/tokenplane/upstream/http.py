@@ -109,6 +109,14 @@ async def _events(
                     raise UpstreamError(
                         502, f"upstream stream failed: {type(exc).__name__}", "upstream_error"
                     ) from None
+                if not event:
+                    return  # end of the body
+                if not event.endswith(b"\n\n"):
+                    if event.strip():
+                        raise UpstreamError(
+                            502, "upstream closed the stream mid-event", "upstream_error"
+                        )
+                    return
                 wait = between
                 if event.strip():
                     yield event

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from tokenplane.governance.injection.normalize import normalize
-from tokenplane.governance.injection.rules import ALL_RULES, HIDDEN, Rule
+from tokenplane.governance.injection.rules import (
+    ALL_RULES,
+    EXFILTRATION,
+    EXTRACTION,
+    HIDDEN,
+    INDIRECT,
+    OVERRIDE,
+    Rule,
+)
 
 Source = Literal["user", "system", "context", "tool"]
 
 INDIRECT_SOURCES: frozenset[str] = frozenset({"context", "tool"})
+# Labels whose weight rises in documents and tool output: instructions have no
+# business there. Role-play words are more often mentions, so they do not rise.
+BOOSTED_LABELS: frozenset[str] = frozenset({OVERRIDE, INDIRECT, EXFILTRATION, EXTRACTION, HIDDEN})
 
 # Quoted passages: a user quoting an attack phrase to ask about it is not issuing it.
-_QUOTED_RE = re.compile(r'"[^"\n]{3,200}"|“[^”\n]{3,200}”|「[^」\n]{3,200}」|‘[^’\n]{3,200}’|『[^』\n]{3,200}』')
+_QUOTED_RE = re.compile(
+    r'"[^"\n]{3,200}"|“[^”\n]{3,200}”|「[^」\n]{3,200}」|‘[^’\n]{3,200}’|『[^』\n]{3,200}』'
+    r"|(?<![a-z])'[^'\n]{3,200}'(?![a-z])"
+)
+# In documents and tool output a quote counts as a mention only next to a cue word
+# (JSON strings are quoted too, and must not hide instructions).
+_CUE_BEFORE_RE = re.compile(
+    r"(?:like|such as|e\.g\.|for example|example|phrase|phrases|text|words|string|called|"
+    r"means?|例如|比如|类似|诸如|像|所谓|嵌入)\W{0,3}$"
+)
+_CUE_AFTER_RE = re.compile(r"^\W{0,2}(?:等|之类|这样的|这类|such)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +87,11 @@ class HeuristicDetector:
         weights: list[float] = []
         labels: list[str] = []
         matched: list[str] = []
-        quoted = [] if indirect else [m.span() for m in _QUOTED_RE.finditer(norm.text)]
+        quoted = _mentions(norm.text, indirect)
         for rule, start in self._matching(norm.text, indirect):
             inside = any(lo < start < hi for lo, hi in quoted)
-            weights.append(rule.weight * boost * (self.quoted_factor if inside else 1.0))
+            factor = boost if rule.label in BOOSTED_LABELS else 1.0
+            weights.append(rule.weight * factor * (self.quoted_factor if inside else 1.0))
             labels.append(rule.label)
             matched.append(rule.id)
         for payload in norm.hidden + norm.decoded:
@@ -100,6 +122,17 @@ class HeuristicDetector:
             if m is not None:
                 hits.append((rule, m.start()))
         return hits
+
+
+def _mentions(text: str, indirect: bool) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    for m in _QUOTED_RE.finditer(text):
+        lo, hi = m.span()
+        if not indirect or (
+            _CUE_BEFORE_RE.search(text[max(0, lo - 40) : lo]) or _CUE_AFTER_RE.match(text[hi:])
+        ):
+            spans.append((lo, hi))
+    return spans
 
 
 @dataclass

@@ -26,7 +26,8 @@ CONFUSABLES = str.maketrans(
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 _SPACED_RE = re.compile(r"\b(?:[a-z] ){4,}[a-z]\b")
 _WS_RE = re.compile(r"\s+")
-_MIXED_SCRIPT_RE = re.compile(r"[a-z][\u0370-\u03ff\u0400-\u04ff]|[\u0370-\u03ff\u0400-\u04ff][a-z]")
+_GREEK_CYRILLIC = "\u0370-\u03ff\u0400-\u04ff"
+_MIXED_SCRIPT_RE = re.compile(f"[a-z][{_GREEK_CYRILLIC}]|[{_GREEK_CYRILLIC}][a-z]")
 
 
 @dataclass
@@ -62,7 +63,8 @@ def _decoded_blobs(text: str) -> list[str]:
         except (binascii.Error, UnicodeDecodeError, ValueError):
             continue
         printable = sum(1 for c in decoded if c.isprintable() or c.isspace())
-        if decoded and printable / len(decoded) > 0.95 and " " in decoded.strip():
+        wordy = " " in decoded.strip() or any("\u4e00" <= c <= "\u9fff" for c in decoded)
+        if decoded and printable / len(decoded) > 0.95 and wordy:
             out.append(decoded)
     return out
 
