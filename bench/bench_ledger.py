@@ -7,7 +7,8 @@ For SQLite and PostgreSQL, in the same run:
              clock stops when ``close()`` has drained everything into the ledger.
 Target: >= 20,000 events/s end to end for each sink. Prints JSON.
 
-    python bench/bench_ledger.py [--events 100000] [--wave 1000] [--pg DSN] [--no-pg]
+    python bench/bench_ledger.py [--events 100000] [--wave 1000] [--sink-batch 10000]
+                                 [--pg DSN] [--no-pg]
 """
 
 from __future__ import annotations
@@ -118,8 +119,10 @@ async def journaled(
     }
 
 
-async def run_backend(name: str, target: str, work: Path, n: int, wave: int) -> dict[str, Any]:
-    base = await baseline(target, make_events(n, f"{name}-raw"), batch=wave)
+async def run_backend(
+    name: str, target: str, work: Path, n: int, wave: int, sink_batch: int
+) -> dict[str, Any]:
+    base = await baseline(target, make_events(n, f"{name}-raw"), batch=sink_batch)
     jr = await journaled(work / f"{name}-data", target, make_events(n, f"{name}-jr"), wave)
     return {
         "baseline_raw_sink": base,
@@ -133,7 +136,10 @@ async def run_backend(name: str, target: str, work: Path, n: int, wave: int) -> 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--wave", type=int, default=1000)
+    parser.add_argument("--wave", type=int, default=1000, help="concurrent records per wave")
+    parser.add_argument(
+        "--sink-batch", type=int, default=10_000, help="baseline batch (= Meter flush_max_rows)"
+    )
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--no-pg", action="store_true")
     args = parser.parse_args()
@@ -141,19 +147,25 @@ async def main() -> None:
         "bench": "ledger",
         "events": args.events,
         "wave": args.wave,
+        "sink_batch": args.sink_batch,
         "cpus": os.cpu_count(),
         "load_avg_1m": os.getloadavg()[0],
     }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         result["sqlite"] = await run_backend(
-            "sqlite", str(work / "ledger.db"), work, args.events, args.wave
+            "sqlite", str(work / "ledger.db"), work, args.events, args.wave, args.sink_batch
         )
         if not args.no_pg:
             schema = f"tp_bench_{uuid.uuid4().hex[:10]}"
             try:
                 result["postgres"] = await run_backend(
-                    "postgres", f"{args.pg}?schema={schema}", work, args.events, args.wave
+                    "postgres",
+                    f"{args.pg}?schema={schema}",
+                    work,
+                    args.events,
+                    args.wave,
+                    args.sink_batch,
                 )
             finally:
                 con = await asyncpg.connect(args.pg)

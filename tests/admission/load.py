@@ -12,8 +12,15 @@ import asyncio
 import random
 from dataclasses import asdict, dataclass
 
-from tokenplane.admission import Admission, Amounts, Denial, LimitTable, Principal, Scope
-from tokenplane.admission import ScopeLimits as Limits
+from tokenplane.admission import (
+    Admission,
+    Amounts,
+    Denial,
+    LimitTable,
+    Principal,
+    Scope,
+    ScopeLimits,
+)
 from tokenplane.admission.store import CounterStore
 
 TENANT = "acme"
@@ -33,7 +40,7 @@ class LoadResult:
 
 
 def table() -> LimitTable:
-    return LimitTable({Scope("tenant", TENANT): Limits(tpm=TPM)})
+    return LimitTable({Scope("tenant", TENANT): ScopeLimits(tpm=TPM)})
 
 
 async def one_request(adm: Admission, res: LoadResult, rng: random.Random, key: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tokenplane.admission import Admission, Amounts, Denial, Grant
+from tokenplane.admission import Admission, Amounts, Denial, Grant, Scope
 
 
 @dataclass
@@ -54,7 +54,7 @@ class Oracle:
 @dataclass
 class Clients:
     admission: Admission
-    scopes: list  # type: ignore[type-arg]
+    scopes: list[Scope]
     granularity: int
     oracle: Oracle
     limit: int

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tokenplane.governance.pii_messages import apply_messages
@@ -64,9 +66,12 @@ def test_from_config() -> None:
 
 
 def test_messages_string_and_parts_and_tool_results() -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are helpful."},
-        {"role": "user", "content": [{"type": "text", "text": f"my id {ID}"}, {"type": "image_url"}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": f"my id {ID}"}, {"type": "image_url"}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": '{"phone": "13800138000"}'},
     ]
     vault = Vault()

@@ -89,7 +89,9 @@ def test_cn_mobile_next_to_cjk_and_latin() -> None:
 # -- landline ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["010-62345678", "0755-2345678", "(021)62345678", "+86 10 62345678"])
+@pytest.mark.parametrize(
+    "value", ["010-62345678", "0755-2345678", "(021)62345678", "+86 10 62345678"]
+)
 def test_cn_landline_valid(value: str) -> None:
     assert only(f"座机{value}转分机", "CN_LANDLINE") == [value]
 
@@ -136,12 +138,18 @@ def test_uscc_valid_and_invalid() -> None:
 
 
 def test_passport() -> None:
-    spans = [s for s in ANALYZER.analyze("护照号码E12345678，有效期十年") if s.entity_type == "CN_PASSPORT"]
+    spans = [
+        s
+        for s in ANALYZER.analyze("护照号码E12345678，有效期十年")
+        if s.entity_type == "CN_PASSPORT"
+    ]
     assert len(spans) == 1 and spans[0].score >= 0.9  # context raises the score
     assert only("型号EX12345678X", "CN_PASSPORT") == []
 
 
-@pytest.mark.parametrize("value", ["京A12345", "粤B·D12345", "沪AD12345", "苏E12345F", "浙A1234学", "川A·8K9P2"])
+@pytest.mark.parametrize(
+    "value", ["京A12345", "粤B·D12345", "沪AD12345", "苏E12345F", "浙A1234学", "川A·8K9P2"]
+)
 def test_plates_valid(value: str) -> None:
     assert only(f"车牌{value}违章", "CN_LICENSE_PLATE") == [value]
 

@@ -13,27 +13,30 @@ def only(text: str, entity: str) -> list[str]:
     return [text[s.start : s.end] for s in ANALYZER.analyze(text) if s.entity_type == entity]
 
 
-@pytest.mark.parametrize(
-    "value", ["john.doe@example.com", "a+tag@mail.co.uk", "张三的邮箱zhang_san@qq.com".split("邮箱")[1]]
-)
+@pytest.mark.parametrize("value", ["john.doe@example.com", "a+tag@mail.co.uk", "zhang_san@qq.com"])
 def test_email_valid(value: str) -> None:
     assert only(f"邮箱{value}，谢谢", "EMAIL_ADDRESS") == [value]
     assert only(f"Mail <{value}>.", "EMAIL_ADDRESS") == [value]
 
 
-@pytest.mark.parametrize("text", ["user@localhost", "a..b@example.com", "@example.com", "x@-bad-.com"])
+@pytest.mark.parametrize(
+    "text", ["user@localhost", "a..b@example.com", "@example.com", "x@-bad-.com"]
+)
 def test_email_invalid(text: str) -> None:
     assert only(f"see {text} now", "EMAIL_ADDRESS") == []
 
 
 @pytest.mark.parametrize(
-    "value", ["+44 20 7946 0958", "+1 (415) 555-2671", "+49-30-901820", "(415) 555-2671", "415-555-2671"]
+    "value",
+    ["+44 20 7946 0958", "+1 (415) 555-2671", "+49-30-901820", "(415) 555-2671", "415-555-2671"],
 )
 def test_phone_valid(value: str) -> None:
     assert only(f"call {value} today", "PHONE_NUMBER") == [value]
 
 
-@pytest.mark.parametrize("text", ["2023-11-28 15:30", "version 1.2.3", "415-155-2671", "ISBN 978-3-16"])
+@pytest.mark.parametrize(
+    "text", ["2023-11-28 15:30", "version 1.2.3", "415-155-2671", "ISBN 978-3-16"]
+)
 def test_phone_lookalikes(text: str) -> None:
     assert only(text, "PHONE_NUMBER") == []
 
@@ -87,7 +90,9 @@ def test_ipv4_invalid(text: str) -> None:
     assert only(f"v {text} x", "IP_ADDRESS") == []
 
 
-@pytest.mark.parametrize("value", ["2001:db8::1", "fe80::1ff:fe23:4567:890a", "2001:0db8:85a3:0000:0000:8a2e:0370:7334"])
+@pytest.mark.parametrize(
+    "value", ["2001:db8::1", "fe80::1ff:fe23:4567:890a", "2001:0db8:85a3:0000:0000:8a2e:0370:7334"]
+)
 def test_ipv6_valid(value: str) -> None:
     assert only(f"地址{value}不可达", "IP_ADDRESS") == [value]
 

@@ -60,7 +60,11 @@ def _chunks(text: str, cuts: list[int]) -> list[str]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(filler, values), min_size=1, max_size=6), filler, st.lists(st.integers(0, 10_000), max_size=20))
+@given(
+    st.lists(st.tuples(filler, values), min_size=1, max_size=6),
+    filler,
+    st.lists(st.integers(0, 10_000), max_size=20),
+)
 def test_stream_restore_over_random_chunkings(
     pairs: list[tuple[str, str]], tail: str, cuts: list[int]
 ) -> None:

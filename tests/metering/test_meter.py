@@ -3,8 +3,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from tests.metering.factories import make_event
-from tokenplane.metering.journal import Journal
+from tokenplane.metering.journal import Journal, JournalBusy
 from tokenplane.metering.journal_files import WriterLock
 from tokenplane.metering.meter import Meter
 from tokenplane.metering.pricing import PriceBook
@@ -113,3 +115,17 @@ async def test_price_change_never_rewrites_recorded_costs(tmp_path: Path) -> Non
         assert {r["version"] for r in versions} == {old.version, new.version}
     finally:
         await sink.close()
+
+
+async def test_explicit_writer_id_in_use_is_refused(tmp_path: Path) -> None:
+    first = Meter(tmp_path, writer_id="gw-1")
+    await first.start()
+    try:
+        with pytest.raises(JournalBusy):
+            await Meter(tmp_path, writer_id="gw-1").start()
+        second = Meter(tmp_path)  # no id given: takes the first free one
+        await second.start()
+        assert second.writer_id == "w0"
+        await second.close()
+    finally:
+        await first.close()

@@ -64,8 +64,8 @@ async def test_kill_9_loses_no_acknowledged_event(tmp_path: Path, sink_target: s
         await sink.close()
 
 
-async def test_two_writer_processes_share_a_data_dir(tmp_path: Path) -> None:
-    target = str(tmp_path / "ledger.db")
+async def test_two_writer_processes_share_a_data_dir(tmp_path: Path, sink_target: str) -> None:
+    target = sink_target
     procs = [spawn("write", str(tmp_path), target, p, "600") for p in ("a", "b")]
     outputs = [p.communicate()[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
@@ -79,12 +79,14 @@ async def test_two_writer_processes_share_a_data_dir(tmp_path: Path) -> None:
         await sink.close()
 
 
-async def test_racing_processes_adopt_an_orphan_journal_once(tmp_path: Path) -> None:
+async def test_racing_processes_adopt_an_orphan_journal_once(
+    tmp_path: Path, sink_target: str
+) -> None:
     journal = Journal(tmp_path, "w0")
     journal.open()
     await asyncio.gather(*(journal.append(make_event(i)) for i in range(300)))
     journal.close()  # its owner is gone: 300 events nobody flushed
-    target = str(tmp_path / "ledger.db")
+    target = sink_target
     procs = [spawn("adopt", str(tmp_path), target) for _ in range(2)]
     outputs = [p.communicate()[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -112,3 +113,8 @@ def test_format_rows() -> None:
 async def test_unknown_dimension_rejected(ledger: LedgerSink) -> None:
     with pytest.raises(ValueError, match="cannot group by"):
         await usage_report(ledger, ["colour"])
+
+
+def test_datetime_bounds() -> None:
+    since = datetime(2023, 11, 14, tzinfo=UTC)
+    assert choose_grain(since, datetime(2023, 11, 14, 5)) == ("hour", DAY0, DAY0 + 5 * 3600)

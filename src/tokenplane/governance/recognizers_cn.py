@@ -100,7 +100,9 @@ def cn_recognizers() -> list[PatternRecognizer]:
         PatternRecognizer(
             "cn_bank_card",
             "CN_BANK_CARD",
-            compile_pattern(r"62[0-9]{2}(?:[ -]?[0-9]{4}){3}(?:[ -]?[0-9]{1,3})?" + _NO_DIGIT_AFTER),
+            compile_pattern(
+                r"62[0-9]{2}(?:[ -]?[0-9]{4}){3}(?:[ -]?[0-9]{1,3})?" + _NO_DIGIT_AFTER
+            ),
             0.9,
             valid_cn_bank_card,
             not_after=DIGITS,

@@ -142,9 +142,7 @@ def intl_recognizers() -> list[Recognizer]:
         PatternRecognizer(
             "phone_nanp",
             "PHONE_NUMBER",
-            compile_pattern(
-                r"[(2-9][0-9]{2,3}\)?[ .\-]{0,2}[2-9][0-9]{2}[ .\-][0-9]{4}(?![0-9])"
-            ),
+            compile_pattern(r"[(2-9][0-9]{2,3}\)?[ .\-]{0,2}[2-9][0-9]{2}[ .\-][0-9]{4}(?![0-9])"),
             0.6,
             valid_nanp,
             not_after=DIGITS + "+-.",

@@ -48,7 +48,7 @@ class MeterStats:
     flushed: int  # events handed to the sink (inserted or already present)
     inserted: int  # rows the sink actually inserted
     recovered: int  # events replayed at start (own leftovers and adopted journals)
-    lag: int  # committed but not yet flushed
+    lag: int  # committed but not yet flushed (approximate after a backlog replay)
     syncs: int
     sink_errors: int
     last_error: str | None
@@ -89,6 +89,7 @@ class Meter:
         self.adopt_interval_s = adopt_interval_s
         self.sink_options = dict(sink_options or {})
         self._adopter: asyncio.Task[None] | None = None
+        self._unrecorded_prices: dict[str, PriceBook] = {}
         self.on_flush = on_flush
         self.writer_id = ""
         self._lock: WriterLock | None = None
@@ -117,17 +118,20 @@ class Meter:
             except Exception as exc:
                 log.warning("ledger unavailable at start, journaling only for now: %s", exc)
                 self._sink = DeferredSink(target, **self.sink_options)
-        self._claim_writer_id()
-        assert self._lock is not None
-        own_dir = self._lock.writer_dir
+        try:
+            lock = self._claim_writer_id()
+        except JournalBusy:
+            if self._owns_sink:
+                await self.sink.close()
+                self._sink = None
+            raise
+        own_dir = lock.writer_dir
         backlog: Position | None = None
         try:
             read, _ = await replay_writer_dir(self.sink, own_dir, max_rows=self.flush_max_rows)
             self.recovered += read
             if self.adopt_on_start:
                 await self.adopt_orphans()
-            if self.prices is not None:
-                await self.set_prices(self.prices)
         except Exception as exc:
             log.warning("ledger unavailable, replaying the journal later: %s", exc)
             # everything this writer left behind, up to (excluding) the new segment
@@ -140,6 +144,8 @@ class Meter:
             on_flush=self.on_flush,
         )
         flusher.start()
+        if self.prices is not None:
+            await self.set_prices(self.prices)
         if backlog is not None:
             flusher.schedule_replay(backlog)
         journal = Journal(
@@ -147,7 +153,7 @@ class Meter:
             self.writer_id,
             segment_bytes=self.segment_bytes,
             on_commit=flusher.submit,
-            lock=self._lock,
+            lock=lock,
         )
         journal.open()
         self._flusher, self._journal = flusher, journal
@@ -160,23 +166,21 @@ class Meter:
             await asyncio.sleep(interval_s)
             try:
                 await self.adopt_orphans()
+                await self._record_prices()
             except Exception as exc:  # the sink may be down; the journals wait on disk
                 log.warning("adopting orphaned journals failed: %s", exc)
 
-    def _claim_writer_id(self) -> None:
+    def _claim_writer_id(self) -> WriterLock:
         if self._requested_id is not None:
-            lock = WriterLock(writer_dir_for(self.data_dir, self._requested_id))
-            if not lock.try_acquire():
-                raise JournalBusy(f"writer id {self._requested_id!r} is in use")
-            self.writer_id, self._lock = self._requested_id, lock
-            return
-        for i in range(self.max_writers):
-            candidate = f"w{i}"
+            candidates = [self._requested_id]
+        else:
+            candidates = [f"w{i}" for i in range(self.max_writers)]
+        for candidate in candidates:
             lock = WriterLock(writer_dir_for(self.data_dir, candidate))
             if lock.try_acquire():
                 self.writer_id, self._lock = candidate, lock
-                return
-        raise JournalBusy(f"all {self.max_writers} writer ids under {self.data_dir} are in use")
+                return lock
+        raise JournalBusy(f"no free writer id under {self.data_dir} among {candidates[:3]}...")
 
     async def adopt_orphans(self) -> int:
         """Flush the journals of writers with no live process; returns events replayed."""
@@ -199,11 +203,25 @@ class Meter:
         return total
 
     async def set_prices(self, prices: PriceBook) -> None:
-        """Price new events with ``prices``; events already recorded keep their cost."""
-        await self.sink.record_price_table(
-            prices.version, prices.currency, orjson.dumps(prices.table())
-        )
+        """Price new events with ``prices``; events already recorded keep their cost.
+
+        The table itself is stored in the ledger (``price_versions``) for audits; if
+        the ledger is down, that is retried by later calls and by ``close()``.
+        """
         self.prices = prices
+        self._unrecorded_prices[prices.version] = prices
+        await self._record_prices()
+
+    async def _record_prices(self) -> None:
+        for version, book in list(self._unrecorded_prices.items()):
+            try:
+                await self.sink.record_price_table(
+                    version, book.currency, orjson.dumps(book.table())
+                )
+            except Exception as exc:
+                log.warning("could not store price table %s yet: %s", version, exc)
+                return
+            del self._unrecorded_prices[version]
 
     def record(self, event: UsageEvent) -> asyncio.Future[None]:
         """Journal ``event``; await the result to know it is durable."""
@@ -224,6 +242,8 @@ class Meter:
             await asyncio.to_thread(self._journal.close)
         if self._flusher is not None:
             await self._flusher.close()
+        if self._unrecorded_prices and self._sink is not None:
+            await self._record_prices()
         if self._lock is not None:
             self._lock.release()
         if self._sink is not None and self._owns_sink:
@@ -240,7 +260,7 @@ class Meter:
             flushed=flushed,
             inserted=flusher.inserted if flusher else 0,
             recovered=self.recovered,
-            lag=committed - flushed,
+            lag=max(0, committed - flushed),
             syncs=journal.syncs if journal else 0,
             sink_errors=flusher.errors if flusher else 0,
             last_error=flusher.last_error if flusher else None,

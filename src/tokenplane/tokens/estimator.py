@@ -2,13 +2,16 @@
 
 Text is split into script classes by character ranges: ``cjk`` (Han, kana, Hangul, CJK and
 full-width punctuation), ``code`` (lines dense in code punctuation such as ``{}[]();=<>``),
-``latin`` (other ASCII) and ``other`` (any other script, emoji). A model's prompt tokens
-are modelled as ``sum(rate[c] * chars[c]) + bias`` (``rate`` = tokens per character, the
-inverse of chars-per-token; ``bias`` absorbs per-request framing). Each upstream-reported
-count refines the model's coefficients by exponentially weighted least squares (a ridge
-prior toward the default rates), which separates the classes even when every request
-mixes them. The a-priori
-relative error of each observation feeds :meth:`Estimator.error_stats`.
+``latin`` (other ASCII) and ``other`` (any other script, emoji). The features are the
+characters per class plus, inside latin and code, the word runs and symbol runs (English
+and code token counts follow those more closely than characters). A model's prompt
+tokens are modelled as ``sum(weight[f] * feature[f]) + bias`` (``bias`` absorbs
+per-request framing). Each upstream-reported count refines the model's weights by
+exponentially weighted least squares with a ridge prior toward the default
+tokens-per-character rates, which separates the classes even when every request mixes
+them. :meth:`Estimator.chars_per_token` turns the weights back into characters per token
+per class at the recently seen word/symbol mix. The a-priori relative error of each
+observation feeds :meth:`Estimator.error_stats`.
 
 Plain object: no clock, no I/O.
 """
@@ -204,16 +207,17 @@ class Estimator:
         """Characters per token per class, at the class's recently seen word/symbol mix."""
         w = self.weights(model)
         fit = self._fits.get(model)
-        out: dict[str, float] = {}
+        out = {c: 1.0 / max(w[c], 1e-9) for c in CLASSES}
+        if fit is None:
+            return out
         for i, c in enumerate(CLASSES):
-            chars = fit.mean_x[i] if fit is not None else 0.0
+            chars = fit.mean_x[i]
             if chars <= 0.0:
-                out[c] = 1.0 / max(w[c], 1e-9)
                 continue
             tokens = w[c] * chars
             if c in ("latin", "code"):
                 for extra in ("_words", "_punct"):
-                    tokens += w[c + extra] * fit.mean_x[FEATURES.index(c + extra)]  # type: ignore[union-attr]
+                    tokens += w[c + extra] * fit.mean_x[FEATURES.index(c + extra)]
             out[c] = chars / tokens if tokens > 0 else float("inf")
         return out
 

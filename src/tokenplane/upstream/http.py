@@ -45,16 +45,18 @@ class HttpTransport:
         t = req.timeouts
         loop = asyncio.get_running_loop()
         deadline = loop.time() + t.total if t.total else None
-        first = t.first_token or None
+        # a stream must start within first_token; a non-stream answer comes whole, so
+        # only the total timeout bounds it
+        first = (t.first_token or None) if req.stream else None
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect or None)
         try:
-            async with asyncio.timeout(_sooner(loop.time(), first, deadline)):
+            async with asyncio.timeout_at(_sooner(loop.time(), first, deadline)):
                 resp = await self._client().post(
                     self.base_url + req.path, data=req.body, headers=self._headers(req),
                     timeout=timeout,
                 )
                 if not req.stream or resp.status >= 400:
-                    body = await resp.read()
+                    body = await resp.read()  # still under the timeout above
                     resp.release()
                     return UpstreamResponse(resp.status, _pick(resp), body=body)
         except TimeoutError:

@@ -1,0 +1,150 @@
+"""Upstream faults map to 502 / 503 / 504; a retry goes to another replica only before
+any token was sent, and every attempt is metered once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from tests.gateway.harness import GatewayThread, free_port
+
+
+class FaultyUpstream:
+    """A real HTTP server that misbehaves in the ways named by its path mode."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.port = free_port()
+        self.hits = 0
+        self.loop = asyncio.new_event_loop()
+        self.stall = asyncio.Event()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.hits += 1
+        await request.read()
+        if self.mode == "500":
+            return web.Response(status=500, text="boom")
+        if self.mode == "garbage-stream":
+            resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n')
+            await resp.write(b"data: {partial")
+            return resp
+        await self.stall.wait()  # "hang": never answers within the gateway's timeout
+        return web.Response(text="{}")
+
+    def start(self) -> FaultyUpstream:
+        self._thread.start()
+
+        async def up() -> None:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", self.handle)
+            self._runner = web.AppRunner(app, handle_signals=False)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+        asyncio.run_coroutine_threadsafe(up(), self.loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        async def down() -> None:
+            self.stall.set()
+            assert self._runner is not None
+            await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(down(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+def _config(backends: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"models": [{"alias": "m", "tokenizer": "cl100k_base", "backends": backends}]}
+
+
+def _chat(gw: GatewayThread, key: str, stream: bool = False) -> httpx.Response:
+    return httpx.post(gw.base_url + "/chat/completions", timeout=30,
+                      headers={"authorization": f"Bearer {key}"},
+                      json={"model": "m", "stream": stream,
+                            "messages": [{"role": "user", "content": "hi"}]})
+
+
+@pytest.fixture
+def upstream(request: pytest.FixtureRequest) -> Iterator[FaultyUpstream]:
+    u = FaultyUpstream(request.param).start()
+    yield u
+    u.stop()
+
+
+@pytest.mark.parametrize("upstream", ["500"], indirect=True)
+def test_upstream_500_is_502(upstream: FaultyUpstream, tmp_path: Path) -> None:
+    gw = GatewayThread(_config([{"type": "vllm", "base_url": f"http://127.0.0.1:{upstream.port}"}]),
+                       tmp_path).start()
+    resp = _chat(gw, gw.create_key(app="f"))
+    assert resp.status_code == 502 and resp.json()["error"]["type"] == "upstream_error"
+    gw.stop()
+
+
+def test_unreachable_upstream_is_503_and_each_attempt_metered(tmp_path: Path) -> None:
+    dead = [{"id": f"dead{i}", "type": "vllm", "base_url": f"http://127.0.0.1:{free_port()}"}
+            for i in range(2)]
+    gw = GatewayThread(_config(dead), tmp_path).start()
+    resp = _chat(gw, gw.create_key(app="f"))
+    assert resp.status_code == 503
+    assert "unreachable" in resp.json()["error"]["message"]
+    rid = resp.headers["x-request-id"]
+    gw.stop()
+    rows = gw.ledger_rows(f"request_id = '{rid}'")
+    assert sorted(r["attempt"] for r in rows) == [0, 1]  # retried once on the other replica
+    assert {r["backend"] for r in rows} == {"dead0", "dead1"}
+    assert all(r["status"] == "error" and r["output_tokens"] == 0 for r in rows)
+
+
+def test_retry_lands_on_healthy_replica(tmp_path: Path) -> None:
+    backends = [{"id": "dead", "type": "vllm", "base_url": f"http://127.0.0.1:{free_port()}"},
+                {"id": "sim", "type": "sim", "profile": "instant"}]
+    gw = GatewayThread(_config(backends), tmp_path).start()
+    key = gw.create_key(app="f")
+    codes = [_chat(gw, key).status_code for _ in range(6)]
+    assert codes == [200] * 6
+    gw.stop()
+    ok = gw.ledger_rows("status = 'ok'")
+    assert len(ok) == 6 and all(r["backend"] == "sim/0" for r in ok)
+
+
+@pytest.mark.parametrize("upstream", ["hang"], indirect=True)
+def test_timeouts_are_504(upstream: FaultyUpstream, tmp_path: Path) -> None:
+    backend = {"type": "vllm", "base_url": f"http://127.0.0.1:{upstream.port}",
+               "timeouts": {"first_token": 0.3, "total": 0.6}}
+    gw = GatewayThread(_config([backend]), tmp_path).start()
+    key = gw.create_key(app="f")
+    streamed = _chat(gw, key, stream=True)  # no first token within first_token
+    assert streamed.status_code == 504, streamed.text
+    whole = _chat(gw, key)  # a non-stream answer is bounded by the total timeout
+    assert whole.status_code == 504
+    assert whole.json()["error"]["code"] == "upstream_timeout"
+    gw.stop()
+
+
+@pytest.mark.parametrize("upstream", ["garbage-stream"], indirect=True)
+def test_broken_stream_ends_with_error_event(upstream: FaultyUpstream, tmp_path: Path) -> None:
+    gw = GatewayThread(_config([{"type": "vllm", "base_url": f"http://127.0.0.1:{upstream.port}"}]),
+                       tmp_path).start()
+    resp = _chat(gw, gw.create_key(app="f"), stream=True)
+    assert resp.status_code == 200
+    events = [e for e in resp.text.split("\n\n") if e]
+    assert events[0].startswith('data: {"choices"')
+    assert '"error"' in events[-2] and events[-1] == "data: [DONE]"
+    assert upstream.hits == 1  # never retried after a token reached the client
+    gw.stop()
+    (row,) = gw.ledger_rows()
+    assert row["status"] == "error" and row["output_tokens"] == 1

@@ -1,0 +1,58 @@
+"""Shared helpers for the audit tests: build a log and rewrite its lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from tokenplane.governance.audit.entry import AuditEntry
+from tokenplane.governance.audit.log import AuditLog
+from tokenplane.governance.audit.segments import list_segments
+
+KEY = b"0123456789abcdef0123456789abcdef"
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def entry(i: int, tenant: str = "acme", verdict: str = "allow") -> AuditEntry:
+    return AuditEntry(
+        request_id=f"req-{i}",
+        tenant=tenant,
+        key_id=f"key-{i % 3}",
+        principal="alice",
+        model="qwen2.5-72b",
+        backend="vllm-a",
+        status=200,
+        tokens={"input": 100 + i, "output": 20},
+        limits={"tpm": 100_000},
+        verdicts={"pii": [], "injection": 0.0},
+        verdict=verdict,
+        content={"messages": [{"role": "user", "content": f"hello {i}"}]},
+    )
+
+
+def build(path: Path, n: int, *, checkpoint_every: int = 5, step: float = 1.0) -> AuditLog:
+    log = AuditLog(path, KEY, checkpoint_every=checkpoint_every, group_size=7)
+    for i in range(n):
+        log.append(entry(i), ts=T0 + i * step)
+    log.close()
+    return log
+
+
+def lines(path: Path) -> list[bytes]:
+    out: list[bytes] = []
+    for seg in list_segments(path):
+        out.extend(line for line in seg.read_bytes().splitlines(keepends=True) if line.strip())
+    return out
+
+
+def rewrite(path: Path, new_lines: list[bytes]) -> None:
+    """Put ``new_lines`` into one segment (replacing all segments)."""
+    segs = list_segments(path)
+    for seg in segs[1:]:
+        seg.unlink()
+    segs[0].write_bytes(b"".join(new_lines))
+
+
+def seq_of(line: bytes) -> int:
+    return int(orjson.loads(line)["seq"])

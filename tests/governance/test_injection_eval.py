@@ -1,0 +1,71 @@
+"""Precision and recall of the heuristic screen on the labelled set in tests/data.
+
+Levels are documented in docs/GOVERNANCE.md. ``dev`` rows were written while the
+rules were written; ``holdout1`` after the first rule set (then used to refine
+it); ``holdout2`` after the refinement and never used for tuning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenplane.governance.injection.detector import HeuristicDetector, Source
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "injection_set.jsonl"
+THRESHOLD = 0.5
+
+# Asserted floors (see docs/GOVERNANCE.md for the measured values).
+ALL_PRECISION, ALL_RECALL = 0.95, 0.85
+HOLDOUT2_PRECISION, HOLDOUT2_RECALL = 0.80, 0.40
+
+
+def _rows() -> list[dict[str, str]]:
+    return [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _metrics(rows: list[dict[str, str]]) -> tuple[float, float, int, int]:
+    detector = HeuristicDetector()
+    tp = fp = fn = 0
+    for row in rows:
+        source: Source = row["source"]  # type: ignore[assignment]
+        flagged = detector.score(row["text"], source).score >= THRESHOLD
+        attack = row["label"] == "attack"
+        tp += flagged and attack
+        fp += flagged and not attack
+        fn += attack and not flagged
+    return tp / max(1, tp + fp), tp / max(1, tp + fn), tp + fn, len(rows) - tp - fn
+
+
+def test_labelled_set_shape() -> None:
+    rows = _rows()
+    attacks = [r for r in rows if r["label"] == "attack"]
+    benign = [r for r in rows if r["label"] == "benign"]
+    assert len(attacks) >= 200 and len(benign) >= 200
+    for lang in ("en", "zh"):
+        assert any(r["lang"] == lang for r in attacks) and any(r["lang"] == lang for r in benign)
+    assert {r["source"] for r in rows} == {"user", "context", "tool"}
+    assert len({r["text"] for r in rows}) == len(rows)
+
+
+def test_precision_and_recall() -> None:
+    rows = _rows()
+    report = {}
+    for name, subset in [
+        ("all", rows),
+        ("en", [r for r in rows if r["lang"] == "en"]),
+        ("zh", [r for r in rows if r["lang"] == "zh"]),
+        ("indirect", [r for r in rows if r["source"] != "user"]),
+        ("dev", [r for r in rows if r["split"] == "dev"]),
+        ("holdout1", [r for r in rows if r["split"] == "holdout1"]),
+        ("holdout2", [r for r in rows if r["split"] == "holdout2"]),
+    ]:
+        p, r, pos, neg = _metrics(subset)
+        report[name] = (p, r)
+        print(
+            f"injection screen [{name}] precision={p:.3f} recall={r:.3f}"
+            f" (attacks={pos}, benign={neg})"
+        )
+    assert report["all"][0] >= ALL_PRECISION and report["all"][1] >= ALL_RECALL
+    assert report["holdout2"][0] >= HOLDOUT2_PRECISION
+    assert report["holdout2"][1] >= HOLDOUT2_RECALL
