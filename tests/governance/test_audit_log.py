@@ -129,3 +129,9 @@ def test_export(tmp_path: Path) -> None:
 def test_key_too_short(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         AuditLog(tmp_path, b"short")
+
+
+def test_search_skips_days_outside_the_window(tmp_path: Path) -> None:
+    build(tmp_path, 8, step=43_200.0)  # two records a day over four days
+    got = search(tmp_path, tenant="acme", since=T0 + 86_400.0, until=T0 + 2 * 86_400.0)
+    assert [r["request_id"] for r in got] == ["req-2", "req-3"]

@@ -66,4 +66,3 @@ def sink_target(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
         yield str(tmp_path / "ledger.db")
         return
     yield request.getfixturevalue("pg_url")
-

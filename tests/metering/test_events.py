@@ -14,8 +14,9 @@ def test_event_columns_match_ledger_table() -> None:
 
 
 def test_from_counts_maps_every_source() -> None:
-    counts = TokenCounts(system=1, history=2, context=3, tools=4, user=5, cached=6, output=9,
-                         reasoning=4)
+    counts = TokenCounts(
+        system=1, history=2, context=3, tools=4, user=5, cached=6, output=9, reasoning=4
+    )
     ev = UsageEvent.from_counts("r", 1, 10.0, counts, tenant="acme")
     assert ev.input_tokens == 15
     assert (ev.input_system, ev.input_history, ev.input_context) == (1, 2, 3)
@@ -35,8 +36,16 @@ def test_from_counts_maps_every_source() -> None:
 def test_json_round_trip(
     request_id: str, attempt: int, ts: float, tokens: int, flags: list[str], first: float | None
 ) -> None:
-    ev = UsageEvent(request_id=request_id, attempt=attempt, ts=ts, input_tokens=tokens,
-                    flags=flags, first_token_ts=first, stream=True, error_code=None)
+    ev = UsageEvent(
+        request_id=request_id,
+        attempt=attempt,
+        ts=ts,
+        input_tokens=tokens,
+        flags=flags,
+        first_token_ts=first,
+        stream=True,
+        error_code=None,
+    )
     assert decode_event(encode_event(ev)) == ev
 
 

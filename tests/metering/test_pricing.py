@@ -35,8 +35,13 @@ def ev(model: str = "big", **kw: int) -> UsageEvent:
 
 def test_cost_by_kind_is_exact() -> None:
     book = PriceBook(TABLE)
-    e = ev(input_tokens=1000, cached_input_tokens=400, cache_write_tokens=100,
-           output_tokens=300, reasoning_tokens=100)
+    e = ev(
+        input_tokens=1000,
+        cached_input_tokens=400,
+        cache_write_tokens=100,
+        output_tokens=300,
+        reasoning_tokens=100,
+    )
     # 500 uncached*2.5 + 400*1.25 + 100*3.125 + 200*10 + 100*12 + 0.001*1e6
     # = 6262.5 micro-units, rounded half up
     cost, version = book.cost(e)

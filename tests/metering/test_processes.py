@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 def spawn(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), *args],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
@@ -67,6 +68,13 @@ async def test_kill_9_loses_no_acknowledged_event(tmp_path: Path, sink_target: s
 async def test_two_writer_processes_share_a_data_dir(tmp_path: Path, sink_target: str) -> None:
     target = sink_target
     procs = [spawn("write", str(tmp_path), target, p, "600") for p in ("a", "b")]
+    for p in procs:  # both are started (each holds its writer id) before either writes
+        assert p.stdout is not None
+        assert p.stdout.readline().startswith("ready")
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
     outputs = [p.communicate()[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     stats = [orjson.loads(out.strip().splitlines()[-1]) for out in outputs]

@@ -44,9 +44,7 @@ def expected_rollups(events: list[UsageEvent]) -> dict[tuple[Any, ...], list[int
     for ev in events:
         for grain, width in WIDTHS.items():
             key = (grain, int(ev.ts) // width * width, *(getattr(ev, d) for d in DIMENSIONS))
-            values = [1, int(ev.status != "ok")] + [
-                getattr(ev, m) for m in MEASURES[2:]
-            ]
+            values = [1, int(ev.status != "ok")] + [getattr(ev, m) for m in MEASURES[2:]]
             acc = out.setdefault(key, [0] * len(MEASURES))
             for i, v in enumerate(values):
                 acc[i] += v
@@ -82,7 +80,10 @@ async def check_rollups(sink: LedgerSink, chunks: list[list[UsageEvent]], replay
     assert actual == expected_rollups(stored)
     fps = {
         (r["tenant"], r["app"], r["fingerprint"]): [
-            r["requests"], r["system_tokens"], r["first_ts"], r["last_ts"]
+            r["requests"],
+            r["system_tokens"],
+            r["first_ts"],
+            r["last_ts"],
         ]
         for r in await sink.fetch("SELECT * FROM system_fingerprints")
     }
@@ -99,8 +100,10 @@ async def _run_sqlite(chunks: list[list[UsageEvent]], replay: int) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(chunks=st.lists(st.lists(events_st, max_size=15), min_size=1, max_size=4),
-       replay=st.integers(0, 4))
+@given(
+    chunks=st.lists(st.lists(events_st, max_size=15), min_size=1, max_size=4),
+    replay=st.integers(0, 4),
+)
 def test_rollups_equal_sums_of_raw_events_sqlite(
     chunks: list[list[UsageEvent]], replay: int
 ) -> None:

@@ -34,8 +34,14 @@ async def test_write_is_idempotent_and_rollups_count_once(sink_target: str) -> N
 async def test_events_read_back_unchanged(sink_target: str) -> None:
     sink = await open_sink(sink_target)
     try:
-        original = make_event(3, flags=["pii_masked", "retry"], stream=True, first_token_ts=1.5,
-                              error_code=None, system_fingerprint="abc")
+        original = make_event(
+            3,
+            flags=["pii_masked", "retry"],
+            stream=True,
+            first_token_ts=1.5,
+            error_code=None,
+            system_fingerprint="abc",
+        )
         await sink.write([original])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-3"])
         assert row_event(rows[0]) == original

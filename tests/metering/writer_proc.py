@@ -2,7 +2,8 @@
 
 Modes:
   ack   DATA_DIR SINK PREFIX          record events forever; print each id once durable
-  write DATA_DIR SINK PREFIX COUNT    record COUNT events, close (drain), print stats JSON
+  write DATA_DIR SINK PREFIX COUNT    print "ready", wait for a line on stdin, record COUNT
+                                      events, close (drain), print stats JSON
   adopt DATA_DIR SINK                 start (replaying orphans), print stats JSON, close
 """
 
@@ -49,6 +50,9 @@ async def ack(data_dir: str, sink: str, prefix: str) -> None:
 async def write(data_dir: str, sink: str, prefix: str, count: int) -> None:
     meter = Meter(data_dir, sink, flush_max_rows=100)
     await meter.start()
+    sys.stdout.write(f"ready {meter.writer_id}\n")
+    sys.stdout.flush()
+    sys.stdin.readline()  # wait for "go": the parent starts all writers together
     for start in range(0, count, 50):
         await asyncio.gather(*(meter.record(event(prefix, i)) for i in range(start, start + 50)))
     await meter.close()

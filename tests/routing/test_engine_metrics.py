@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tokenplane.routing.endpoint import EndpointState
 from tokenplane.routing.engine_metrics import parse_engine_metrics
 
 VLLM_NEW = """
@@ -78,3 +79,12 @@ def test_label_sets_are_summed_and_junk_ignored() -> None:
     assert m.num_running == 3
     assert m.num_waiting is None
     assert parse_engine_metrics("").flavour == "unknown"
+
+
+def test_apply_to_endpoint_state_keeps_unknown_fields() -> None:
+    st = EndpointState("e1", num_running=1, num_waiting=1, kv_usage=0.1, inflight_requests=9)
+    got = parse_engine_metrics(SGLANG).apply_to(st)
+    assert (got.num_running, got.num_waiting, got.kv_usage) == (12, 4, 0.61)
+    assert got.inflight_requests == 9 and got.id == "e1"
+    same = parse_engine_metrics("").apply_to(st)
+    assert same == st

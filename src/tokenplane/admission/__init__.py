@@ -7,6 +7,8 @@ and a :class:`CounterStore` (:class:`MemoryStore`, :class:`RedisStore`, wrapped 
 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit, LimitTable
+from tokenplane.admission.errors import denial_error, unavailable_error
+from tokenplane.admission.headers import denial_headers, ratelimit_headers
 from tokenplane.admission.limiter import Admission
 from tokenplane.admission.limits import LimitError, LimitRule, ScopeLimits
 from tokenplane.admission.memory_store import MemoryStore
@@ -20,6 +22,7 @@ from tokenplane.admission.outcomes import (
     Settlement,
 )
 from tokenplane.admission.periods import Period
+from tokenplane.admission.planning import ReservationPlan, plan_reservation
 from tokenplane.admission.redis_store import RedisStore
 from tokenplane.admission.resilient import ResilienceStats, ResilientStore
 from tokenplane.admission.scopes import Principal, Scope
@@ -43,10 +46,16 @@ __all__ = [
     "Period",
     "Principal",
     "RedisStore",
+    "ReservationPlan",
     "ResilienceStats",
     "ResilientStore",
     "Scope",
     "ScopeLimits",
     "Settlement",
     "StoreUnavailable",
+    "denial_error",
+    "denial_headers",
+    "plan_reservation",
+    "ratelimit_headers",
+    "unavailable_error",
 ]

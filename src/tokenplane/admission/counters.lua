@@ -50,7 +50,7 @@ local function wretry(key, total, n, limit, now, W)
   local items = redis.call('ZRANGE', zk, 0, -1, 'WITHSCORES')
   for i = 1, #items, 2 do
     freed = freed + (tonumber(redis.call('HGET', ak, items[i])) or 0)
-    if freed >= excess then return tonumber(items[i + 1]) + W - now + 1 end
+    if freed >= excess then return tonumber(items[i + 1]) + W - now end
   end
   return W
 end

@@ -3,14 +3,18 @@
 Only the SHA-256 of a key is stored. Keys carry enough entropy (256 bits) that a
 fast hash is the right choice; the matching record is still compared with
 ``hmac.compare_digest``. The gateway keeps the keys in memory and reloads them
-when another process (``tokenplane keys create/revoke``) commits a change: SQLite's
-``PRAGMA data_version`` tells it cheaply, without a query of the tables.
+when another process (``tokenplane keys create/revoke``) commits a change: a change
+of the database or WAL file's size or mtime (two ``stat`` calls per request) prompts
+a check of SQLite's ``PRAGMA data_version``, and a reload when it moved. An unknown
+key, or a second without a check, also prompts one (two commits within one mtime
+tick cannot hide a revocation for longer than that).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 import sqlite3
 import threading
@@ -71,6 +75,8 @@ class KeyStore:
         self._db.commit()
         self._by_hash: dict[str, KeyRecord] = {}
         self._version = -1
+        self._signature: tuple[int, ...] = ()
+        self._checked = 0.0
         self._refresh()
 
     def close(self) -> None:
@@ -78,6 +84,18 @@ class KeyStore:
             self._db.close()
 
     # --- reads on the request path -------------------------------------------------
+    def _file_signature(self) -> tuple[int, ...]:
+        """Cheap change detector: a commit by any process touches the WAL or the db file."""
+        sig: list[int] = []
+        for suffix in ("-wal", ""):
+            try:
+                st = os.stat(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                sig.extend((0, 0))
+                continue
+            sig.extend((st.st_mtime_ns, st.st_size))
+        return tuple(sig)
+
     def _data_version(self) -> int:
         row = self._db.execute("PRAGMA data_version").fetchone()
         return int(row[0])
@@ -89,13 +107,20 @@ class KeyStore:
         ).fetchall()
         self._by_hash = {r[9]: KeyRecord(*r[:6], bool(r[6]), r[7], r[8]) for r in rows}
         self._version = self._data_version()
+        self._signature = self._file_signature()
 
     def authenticate(self, key: str) -> Principal | None:
         """The principal for a presented key, or None if unknown or revoked."""
         digest = hash_key(key)
         with self._lock:
-            if self._data_version() != self._version:
-                self._refresh()
+            now = time.monotonic()
+            stale = self._version < 0 or now - self._checked > 1.0 or digest not in self._by_hash
+            if stale or self._file_signature() != self._signature:
+                self._checked = now
+                if self._data_version() != self._version:
+                    self._refresh()
+                else:
+                    self._signature = self._file_signature()
             rec = self._by_hash.get(digest)
         if rec is None or rec.revoked_at is not None:
             return None

@@ -21,7 +21,7 @@ def _pick(services: list[EngineService]) -> EngineService:
     """The least loaded service (a data-parallel group when given several)."""
     if len(services) == 1:
         return services[0]
-    return min(services, key=lambda s: s.engine.stats().num_running + s.engine.stats().num_waiting)
+    return min(services, key=lambda s: s.engine.num_running + s.engine.num_waiting)
 
 
 def build_engine_app(services: list[EngineService]) -> web.Application:

@@ -43,6 +43,16 @@ def valid_cn_mobile(value: str) -> bool:
     return len(digits) == 11 and digits[0] == "1" and digits[1] in "3456789"
 
 
+def valid_landline(value: str) -> bool:
+    """Parentheses around the area code come in pairs."""
+    return value.startswith("(") == (")" in value)
+
+
+def valid_passport(value: str) -> bool:
+    """E + letter/digit + 7 digits, or G/D/S/P + 8 digits."""
+    return value[0] == "E" or value[1].isdigit()
+
+
 def valid_cn_bank_card(value: str) -> bool:
     digits = _strip(value)
     return 16 <= len(digits) <= 19 and digits.startswith("62") and luhn_ok(digits)
@@ -76,25 +86,35 @@ def cn_recognizers() -> list[PatternRecognizer]:
             valid_cn_id,
             not_after=DIGITS,
         ),
+        # Two patterns (bare, and with the +86 / 0086 prefix) so that each starts
+        # with a plain character class the regex engine can skip ahead on; the
+        # analyzer merges their overlapping spans.
         PatternRecognizer(
             "cn_mobile",
             "CN_MOBILE",
-            compile_pattern(
-                r"(?:(?:\+|00)86[ -]?)?1[3-9][0-9](?:[ -]?[0-9]{4}){2}" + _NO_DIGIT_AFTER
-            ),
+            compile_pattern(r"1[3-9][0-9](?:[ -]?[0-9]{4}){2}" + _NO_DIGIT_AFTER),
             0.85,
             valid_cn_mobile,
             not_after=DIGITS + "+",
         ),
         PatternRecognizer(
+            "cn_mobile",
+            "CN_MOBILE",
+            compile_pattern(r"(?:\+|00)86[ -]?1[3-9][0-9](?:[ -]?[0-9]{4}){2}" + _NO_DIGIT_AFTER),
+            0.85,
+            valid_cn_mobile,
+            not_after=DIGITS + "+",
+            prefilter=("+86", "0086"),
+        ),
+        PatternRecognizer(
             "cn_landline",
             "CN_LANDLINE",
             compile_pattern(
-                r"(?:(?:\+86[ -]?|0)(?:10|2[0-9]|[3-9][0-9]{2})[ -]|"
-                r"\(0(?:10|2[0-9]|[3-9][0-9]{2})\)[ ]?)[2-8][0-9]{6,7}" + _NO_DIGIT_AFTER
+                r"(?:\+86[ -]?|\(0|0)(?:10|2[0-9]|[3-9][0-9]{2})(?:\) ?|[ -])"
+                r"[2-8][0-9]{6,7}" + _NO_DIGIT_AFTER
             ),
             0.75,
-            None,
+            valid_landline,
             not_after=DIGITS + "+",
         ),
         PatternRecognizer(
@@ -123,9 +143,9 @@ def cn_recognizers() -> list[PatternRecognizer]:
         PatternRecognizer(
             "cn_passport",
             "CN_PASSPORT",
-            compile_pattern(r"(?:E[A-HJ-NP-Z0-9][0-9]{7}|[GDSP][0-9]{8})" + _NO_ALNUM_AFTER),
+            compile_pattern(r"[EGDSP][A-HJ-NP-Z0-9][0-9]{7}" + _NO_ALNUM_AFTER),
             0.6,
-            None,
+            valid_passport,
             context=("护照", "passport", "證件", "证件"),
             context_score=0.9,
             not_after=ALNUM,

@@ -88,7 +88,8 @@ class Ipv6Recognizer:
     name = "ipv6"
     entities = ("IP_ADDRESS",)
     score = 0.7
-    _finder = compile_pattern(r":[0-9A-Fa-f]{0,4}:")
+    # An address has "::" or at least three colons; clock times (12:30:45) have two.
+    _finder = compile_pattern(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")
     _token = frozenset("0123456789abcdefABCDEF:")
     _stop = frozenset(ALNUM)
 
@@ -152,7 +153,9 @@ def intl_recognizers() -> list[Recognizer]:
         PatternRecognizer(
             "credit_card",
             "CREDIT_CARD",
-            compile_pattern(r"[0-9]{4}(?:[ \-]?[0-9]{3,4}){2,3}(?:[ \-]?[0-9]{1,3})?(?![0-9])"),
+            compile_pattern(
+                r"[2-6][0-9]{3}(?:[ \-]?[0-9]{3,4}){2,3}(?:[ \-]?[0-9]{1,3})?(?![0-9])"
+            ),
             0.8,
             valid_card,
             not_after=DIGITS,

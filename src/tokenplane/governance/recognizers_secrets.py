@@ -87,13 +87,10 @@ def secret_recognizers() -> list[PatternRecognizer]:
             compile_pattern(
                 r"(?:" + words + r")[A-Za-z_\-]{0,12}[\"']?\s*(?:[:=：]|是|为|is)\s*[\"']?"
                 r"(?P<value>[A-Za-z0-9+/_\-.=!@#$%^&*~]{8,128})",
-                re.IGNORECASE,
             ),
             0.8,
             valid_secret_value,
             group="value",
-            anchors=SECRET_WORDS,
-            window=(0, 180),
-            anchors_ignore_case=True,
+            match_lowered=True,
         ),
     ]

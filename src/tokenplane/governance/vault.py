@@ -36,6 +36,9 @@ class Vault:
         self.longest = max(self.longest, len(placeholder))
         return placeholder
 
+    def placeholders(self) -> list[str]:
+        return list(self._by_placeholder)
+
     def lookup(self, placeholder: str) -> str | None:
         return self._by_placeholder.get(placeholder)
 

@@ -14,6 +14,7 @@ from tokenplane.metering.reports import (
     top_consumers,
     usage_report,
 )
+from tokenplane.metering.retention import RetentionPolicy, prune
 from tokenplane.metering.sinks import LedgerSink, open_sink
 
 __all__ = [
@@ -21,10 +22,12 @@ __all__ = [
     "Meter",
     "MeterStats",
     "PriceBook",
+    "RetentionPolicy",
     "UsageEvent",
     "fingerprint_report",
     "format_rows",
     "open_sink",
+    "prune",
     "token_source_report",
     "top_consumers",
     "usage_report",

@@ -40,6 +40,9 @@ class DeferredSink:
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return await (await self.inner()).fetch(sql, params)
 
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return await (await self.inner()).execute(sql, params)
+
     async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
         await (await self.inner()).record_price_table(version, currency, table)
 

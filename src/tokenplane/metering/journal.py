@@ -86,6 +86,7 @@ class Journal:
         self._segment = 0
         self._offset = 0
         self._closed = False
+        self._gate = threading.Lock()
         self.appended = 0
         self.committed = 0
         self.syncs = 0
@@ -107,20 +108,23 @@ class Journal:
 
     def append(self, event: UsageEvent) -> asyncio.Future[None]:
         """Queue ``event``; the future resolves once it is on disk (fsynced)."""
-        if self._closed or self._thread is None:
-            raise JournalClosed("journal is not open")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.appended += 1
-        self._queue.put((event, fut))
+        with self._gate:  # nothing slips in behind the stop marker
+            if self._closed or self._thread is None:
+                raise JournalClosed("journal is not open")
+            self.appended += 1
+            self._queue.put((event, fut))
         return fut
 
     def close(self) -> None:
         """Commit everything queued, stop the writer thread, release the lock."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._gate:
+            if self._closed:
+                return
+            self._closed = True
+            if self._thread is not None:
+                self._queue.put(_STOP)
         if self._thread is not None:
-            self._queue.put(_STOP)
             self._thread.join()
             self._thread = None
         if self._fd >= 0:

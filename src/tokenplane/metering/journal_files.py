@@ -175,7 +175,6 @@ class WriterLock:
             self._fd = None
 
 
-
 def read_pending(
     writer_dir: Path, start: Position | None = None, upto: Position | None = None
 ) -> list[tuple[UsageEvent, Position]]:

@@ -269,4 +269,3 @@ class Meter:
 
     def __repr__(self) -> str:
         return f"Meter(data_dir={str(self.data_dir)!r}, writer_id={self.writer_id!r})"
-

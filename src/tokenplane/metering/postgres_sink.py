@@ -38,9 +38,9 @@ _MOVE = (
 
 def _unnest(types: Sequence[str]) -> str:
     """``SELECT * FROM unnest($1::t1[], ...)``: many rows in one statement."""
-    return "SELECT * FROM unnest(" + ", ".join(
-        f"${i + 1}::{t}[]" for i, t in enumerate(types)
-    ) + ")"
+    return (
+        "SELECT * FROM unnest(" + ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(types)) + ")"
+    )
 
 
 _UPSERT_ROLLUPS = upsert_rollups_sql(
@@ -55,6 +55,8 @@ _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
 
 def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     return [list(col) for col in zip(*rows, strict=True)]
+
+
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -176,6 +178,12 @@ class PostgresSink:
         async with self.pool.acquire() as con:
             rows = await con.fetch(qmark_to_dollar(sql), *params)
         return [dict(r) for r in rows]
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        async with self.pool.acquire() as con:
+            status: str = await con.execute(qmark_to_dollar(sql), *params)
+        last = status.rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
 
     async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
         async with self.pool.acquire() as con:

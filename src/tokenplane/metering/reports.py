@@ -57,9 +57,7 @@ def choose_grain(since: TimeBound, until: TimeBound) -> tuple[str, int | None, i
     return "minute", lo_b, hi_b
 
 
-def _where(
-    since: TimeBound, until: TimeBound, tenant: str | None
-) -> tuple[str, list[Any]]:
+def _where(since: TimeBound, until: TimeBound, tenant: str | None) -> tuple[str, list[Any]]:
     grain, lo, hi = choose_grain(since, until)
     clauses: list[str] = ["grain = ?"]
     params: list[Any] = [grain]
@@ -118,9 +116,7 @@ async def token_source_report(
     """Per app: tokens by source (system/history/context/tools/user/output) and shares."""
     cols = [f"input_{s}" for s in SOURCES] + ["output_tokens", "cached_input_tokens"]
     where, params = _where(since, until, tenant)
-    sql = (
-        f"SELECT app, {_sums(cols)} FROM usage_rollups WHERE {where} GROUP BY app ORDER BY app"
-    )
+    sql = f"SELECT app, {_sums(cols)} FROM usage_rollups WHERE {where} GROUP BY app ORDER BY app"
     out: list[dict[str, Any]] = []
     for raw in await sink.fetch(sql, params):
         row = {k: (int(v or 0) if k != "app" else v) for k, v in raw.items()}

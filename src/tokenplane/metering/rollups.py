@@ -67,11 +67,6 @@ def measures_of(event: UsageEvent) -> tuple[int, ...]:
     )
 
 
-def bucket_of(ts: float, grain: str) -> int:
-    width = GRAINS[grain]
-    return (int(ts) // width) * width
-
-
 def rollup_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
     """One row per (grain, bucket, dimensions) with the summed measures, sorted.
 
@@ -79,8 +74,15 @@ def rollup_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
     """
     minutes: dict[tuple[Any, ...], list[int]] = {}
     for ev in events:
-        key = (int(ev.ts) // 60 * 60, ev.tenant, ev.department, ev.app, ev.model, ev.key_id,
-               ev.currency)
+        key = (
+            int(ev.ts) // 60 * 60,
+            ev.tenant,
+            ev.department,
+            ev.app,
+            ev.model,
+            ev.key_id,
+            ev.currency,
+        )
         acc = minutes.get(key)
         values = measures_of(ev)
         minutes[key] = list(values) if acc is None else list(map(add, acc, values))
@@ -114,9 +116,7 @@ def fingerprint_rows(events: Iterable[UsageEvent]) -> list[RollupRow]:
             cur[1] += ev.input_system
             cur[2] = min(cur[2], ev.ts)
             cur[3] = max(cur[3], ev.ts)
-    return [
-        (*key, int(v[0]), int(v[1]), v[2], v[3]) for key, v in sorted(acc.items())
-    ]
+    return [(*key, int(v[0]), int(v[1]), v[2], v[3]) for key, v in sorted(acc.items())]
 
 
 def upsert_rollups_sql(placeholder: Callable[[int], str], source: str | None = None) -> str:

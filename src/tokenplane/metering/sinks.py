@@ -30,6 +30,10 @@ class LedgerSink(Protocol):
         """Run a read-only query (``?`` placeholders); rows as dicts."""
         ...
 
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one maintenance statement (``?`` placeholders); rows affected."""
+        ...
+
     async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
         """Keep the price table of a version (first write wins), for audits."""
         ...

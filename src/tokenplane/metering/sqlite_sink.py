@@ -146,6 +146,22 @@ class SqliteSink:
         names = [d[0] for d in cur.description or ()]
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return await self._call(self._execute_sync, sql, tuple(params))
+
+    def _execute_sync(self, sql: str, params: tuple[Any, ...]) -> int:
+        cur = self.con.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            cur.execute(sql, params)
+            count = cur.rowcount
+            cur.execute("COMMIT")
+        except BaseException:
+            if self.con.in_transaction:
+                cur.execute("ROLLBACK")
+            raise
+        return count
+
     async def record_price_table(self, version: str, currency: str, table: bytes) -> None:
         await self._call(self._record_price_sync, version, currency, table)
 

@@ -48,8 +48,7 @@ class RequestContext:
     # outcome
     usage: dict[str, Any] | None = None
     usage_source: str = "upstream"
-    output_parts: list[str] = field(default_factory=list)
-    reasoning_parts: list[str] = field(default_factory=list)
+    relayed: list[bytes] = field(default_factory=list)  # content events sent to the client
     chunks: int = 0
     response_model: str | None = None
     status: str = "ok"

@@ -16,6 +16,7 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.upstream_call import relayed_text
 from tokenplane.tokens.counts import TokenCounts
 
 
@@ -49,8 +50,7 @@ def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], i
         return counts
     ctx.usage_source = "estimated"
     if ctx.model is not None and ctx.upstream_start is not None:
-        text = "".join(ctx.output_parts)
-        reasoning = "".join(ctx.reasoning_parts)
+        text, reasoning = relayed_text(ctx)
         counts.reasoning = count_text(ctx.model, reasoning) if reasoning else 0
         counts.output = (count_text(ctx.model, text) if text else 0) + counts.reasoning
     if ctx.upstream_start is None:  # never sent: nothing was processed upstream

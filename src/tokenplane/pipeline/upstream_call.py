@@ -104,35 +104,21 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
 
 
 async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[bytes]:
-    """Relays upstream SSE events to the client; sets status on error or disconnect."""
+    """Relays upstream SSE events to the client; sets status on error or disconnect.
+
+    Each item from the upstream holds one or more complete events; what it yields is
+    the same bytes minus the upstream's ``[DONE]`` (sent once at the end) and the
+    usage-only chunk when the client did not ask for usage. Events are parsed only
+    when they may carry usage or an error, or until the first token was seen.
+    """
     assert resp.events is not None
     done = False
     try:
-        async for event in resp.events:
-            data = payload(event)
-            if data is None:
-                continue
-            try:
-                obj = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(obj, dict):
-                continue
-            if "error" in obj:
-                ctx.status, ctx.error_code = "error", "upstream_error"
-                yield event
-                continue
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                ctx.usage = usage
-            choices = obj.get("choices")
-            if ctx.response_model is None and isinstance(obj.get("model"), str):
-                ctx.response_model = obj["model"]
-            if choices:
-                _absorb_delta(ctx, choices)
-                yield event
-            elif usage is not None and ctx.include_usage:
-                yield event
+        async for chunk in resp.events:
+            out = [ev for ev in chunk.split(b"\n\n") if ev and _keep(ctx, ev)]
+            if out:
+                out.append(b"")
+                yield b"\n\n".join(out)
         done = True
         yield DONE
     except UpstreamError as exc:
@@ -146,18 +132,73 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
         await resp.aclose()
 
 
-def _absorb_delta(ctx: RequestContext, choices: list[Any]) -> None:
+def _keep(ctx: RequestContext, ev: bytes) -> bool:
+    """Absorbs one event into ``ctx``; True when it is to be passed to the client."""
+    if ev.startswith(b"data: [DONE]") or not ev.startswith(b"data:"):
+        return False
+    if b'"usage":{' in ev or b'"usage": {' in ev or b'"error"' in ev or ctx.first_token is None:
+        obj = _parse(ev)
+        if obj is None:
+            return False
+        if "error" in obj:
+            ctx.status, ctx.error_code = "error", "upstream_error"
+            return True
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            ctx.usage = usage
+        if ctx.response_model is None and isinstance(obj.get("model"), str):
+            ctx.response_model = obj["model"]
+        choices = obj.get("choices")
+        if not choices:
+            return usage is not None and ctx.include_usage
+        if ctx.first_token is None and not _has_text(choices):
+            return True  # the role-only opening chunk
     now = time.time()
+    if ctx.first_token is None:
+        ctx.first_token = now
+    ctx.last_token = now
+    ctx.chunks += 1
+    ctx.relayed.append(ev)
+    return True
+
+
+def _parse(ev: bytes) -> dict[str, Any] | None:
+    data = payload(ev + b"\n")
+    if data is None:
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _has_text(choices: list[Any]) -> bool:
     ch = choices[0] if isinstance(choices[0], dict) else {}
     delta = ch.get("delta")
-    text: Any = delta.get("content") if isinstance(delta, dict) else ch.get("text")
-    reasoning: Any = delta.get("reasoning_content") if isinstance(delta, dict) else None
-    if text or reasoning:
-        if ctx.first_token is None:
-            ctx.first_token = now
-        ctx.last_token = now
-        ctx.chunks += 1
-        if isinstance(text, str) and text:
-            ctx.output_parts.append(text)
-        if isinstance(reasoning, str) and reasoning:
-            ctx.reasoning_parts.append(reasoning)
+    if isinstance(delta, dict):
+        return bool(delta.get("content") or delta.get("reasoning_content")
+                    or delta.get("tool_calls"))
+    return bool(ch.get("text"))
+
+
+def relayed_text(ctx: RequestContext) -> tuple[str, str]:
+    """The visible and reasoning text relayed so far (to count it when the upstream
+    reported no usage, e.g. when the client went away)."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    for ev in ctx.relayed:
+        obj = _parse(ev)
+        choices = obj.get("choices") if obj else None
+        if not choices or not isinstance(choices[0], dict):
+            continue
+        ch = choices[0]
+        delta = ch.get("delta")
+        src = delta if isinstance(delta, dict) else ch
+        t = src.get("content") if isinstance(delta, dict) else src.get("text")
+        r = src.get("reasoning_content")
+        if isinstance(t, str):
+            text.append(t)
+        if isinstance(r, str):
+            reasoning.append(r)
+    return "".join(text), "".join(reasoning)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from tokenplane.routing.endpoint import EndpointState
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +21,15 @@ class EngineMetrics:
     prompt_tokens_total: float | None = None
     generation_tokens_total: float | None = None
     flavour: str = "unknown"
+
+    def apply_to(self, state: EndpointState) -> EndpointState:
+        """``state`` with the engine-reported figures this scrape knows replaced."""
+        return replace(
+            state,
+            num_running=state.num_running if self.num_running is None else self.num_running,
+            num_waiting=state.num_waiting if self.num_waiting is None else self.num_waiting,
+            kv_usage=state.kv_usage if self.kv_usage is None else self.kv_usage,
+        )
 
     @property
     def prefix_hit_rate(self) -> float | None:

@@ -91,37 +91,34 @@ def _pick(resp: aiohttp.ClientResponse) -> dict[str, str]:
 async def _events(
     resp: aiohttp.ClientResponse, first: float, between: float, deadline: float | None
 ) -> AsyncIterator[bytes]:
+    """Yields what has arrived, cut after its last complete event (one or more events
+    per item, so a burst of tokens costs one write downstream)."""
     loop = asyncio.get_running_loop()
     wait = first
+    buf = b""
     try:
         async with asyncio.timeout(None) as cm:
             while True:
                 cm.reschedule(_sooner(loop.time(), wait or None, deadline))
                 try:
-                    event = await resp.content.readuntil(b"\n\n")
-                except asyncio.IncompleteReadError as exc:
-                    if exc.partial.strip():
-                        raise UpstreamError(
-                            502, "upstream closed the stream mid-event", "upstream_error"
-                        ) from None
-                    return
-                except ValueError:  # an event larger than the reader's limit
-                    raise UpstreamError(502, "upstream event too large", "upstream_error")
+                    data = await resp.content.readany()
                 except aiohttp.ClientError as exc:
                     raise UpstreamError(
                         502, f"upstream stream failed: {type(exc).__name__}", "upstream_error"
                     ) from None
-                if not event:
-                    return  # end of the body
-                if not event.endswith(b"\n\n"):
-                    if event.strip():
+                if not data:  # end of the body
+                    if buf.strip():
                         raise UpstreamError(
                             502, "upstream closed the stream mid-event", "upstream_error"
                         )
                     return
+                buf += data.replace(b"\r\n", b"\n") if b"\r" in data else data
+                cut = buf.rfind(b"\n\n")
+                if cut < 0:
+                    continue
+                ready, buf = buf[: cut + 2], buf[cut + 2 :]
                 wait = between
-                if event.strip():
-                    yield event
+                yield ready
     except TimeoutError:
         raise UpstreamError(504, "upstream stopped sending tokens", "upstream_timeout") from None
     finally:

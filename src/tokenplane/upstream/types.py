@@ -20,7 +20,8 @@ class UpstreamRequest:
 
 @dataclass(slots=True)
 class UpstreamResponse:
-    """``events`` yields complete SSE events (``b"data: ...\\n\\n"``) for a stream.
+    """``events`` yields, for a stream, items of one or more complete SSE events
+    (``b"data: ...\\n\\n"``), as they arrived.
 
     ``close`` cancels the upstream request (the engine stops generating); it is safe
     to call more than once.

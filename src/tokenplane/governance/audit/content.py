@@ -18,12 +18,19 @@ class Retention(StrEnum):
     FULL = "full"  # encrypted with AES-GCM under the configured key
 
 
+# Keys whose values are protocol words, not content (``{"role": "user"}``).
+STRUCTURAL_KEYS = frozenset({"role", "type", "tool_call_id", "id", "finish_reason", "object"})
+
+
 def redact_tree(value: Any, redactor: Callable[[str], str]) -> Any:
-    """Apply ``redactor`` to every string inside dicts and lists."""
+    """Apply ``redactor`` to every string inside dicts and lists (not to structural keys)."""
     if isinstance(value, str):
         return redactor(value)
     if isinstance(value, dict):
-        return {k: redact_tree(v, redactor) for k, v in value.items()}
+        return {
+            k: v if k in STRUCTURAL_KEYS and isinstance(v, str) else redact_tree(v, redactor)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact_tree(v, redactor) for v in value]
     return value

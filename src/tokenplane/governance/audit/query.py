@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tokenplane.governance.audit.segments import iter_records
+
+
+def _day(ts: float | None) -> str | None:
+    return None if ts is None else time.strftime("%Y%m%d", time.gmtime(ts))
 
 
 def _in_window(rec: dict[str, Any], since: float | None, until: float | None) -> bool:
@@ -30,7 +35,7 @@ def search(
 ) -> list[dict[str, Any]]:
     """Request records of one tenant (required), filtered by key, time and verdict."""
     out: list[dict[str, Any]] = []
-    for rec in iter_records(Path(path)):
+    for rec in iter_records(Path(path), _day(since), _day(until)):
         if rec.get("kind") != "request" or rec.get("tenant") != tenant:
             continue
         if key_id is not None and rec.get("key_id") != key_id:
@@ -60,7 +65,7 @@ def export_jsonl(
     """
     n = 0
     with Path(out_path).open("wb") as f:
-        for rec in iter_records(Path(path)):
+        for rec in iter_records(Path(path), _day(since), _day(until)):
             if tenant is not None and (rec.get("kind") != "request" or rec.get("tenant") != tenant):
                 continue
             if not _in_window(rec, since, until):

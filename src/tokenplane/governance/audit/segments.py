@@ -47,15 +47,36 @@ def iter_raw(directory: Path) -> Iterator[RawRecord]:
                     yield RawRecord(seg, n, line)
 
 
-def iter_records(directory: Path) -> Iterator[dict[str, Any]]:
-    """Parsed records in order; unreadable lines are skipped (verify reports them)."""
-    for raw in iter_raw(directory):
-        try:
-            obj = orjson.loads(raw.data)
-        except orjson.JSONDecodeError:
+def segment_day(path: Path) -> str:
+    """The UTC day (YYYYMMDD) of every record in the segment."""
+    return path.name[len(PREFIX) + 7 : len(PREFIX) + 15]
+
+
+def iter_records(
+    directory: Path, first_day: str | None = None, last_day: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """Parsed records in order; unreadable lines are skipped (verify reports them).
+
+    ``first_day`` / ``last_day`` (YYYYMMDD) skip whole segments outside the range.
+    """
+    for seg in list_segments(directory):
+        day = segment_day(seg)
+        if (first_day is not None and day < first_day) or (last_day is not None and day > last_day):
             continue
-        if isinstance(obj, dict):
-            yield obj
+        yield from _records_of(seg)
+
+
+def _records_of(seg: Path) -> Iterator[dict[str, Any]]:
+    with seg.open("rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
 
 
 def read_head(directory: Path) -> dict[str, Any] | None:

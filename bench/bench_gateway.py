@@ -1,0 +1,192 @@
+"""Gateway overhead: the upstream directly vs a minimal pass-through vs the gateway.
+
+All three front the same fast mock upstream (bench/mock_upstream.py), each in its own
+process; the load generator runs here. Non-streaming and streaming (64 output
+tokens), at concurrency 1 and 32. Rounds are interleaved and repeated; figures are
+medians over rounds. Prints JSON; ``--out FILE`` also writes it.
+
+    python bench/bench_gateway.py [--rounds 3] [--seconds 4] [--out bench/out/gateway.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import uvloop
+
+HERE = Path(__file__).resolve().parent
+BODY = {"model": "m", "messages": [{"role": "system", "content": "You are a helpful assistant."},
+                                   {"role": "user", "content": "Say hello in one word please."}],
+        "max_tokens": 64}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server on {port} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"port {port} not ready")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_servers(tmp: Path) -> tuple[dict[str, str], list[subprocess.Popen[bytes]], str]:
+    up, pt, gw = free_port(), free_port(), free_port()
+    procs = [subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])]
+    procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(pt),
+                                   f"http://127.0.0.1:{up}"]))
+    cfg = tmp / "gw.yaml"
+    cfg.write_text(f"""
+models:
+  - alias: m
+    tokenizer: cl100k_base
+    context_window: 8192
+    prices: {{input: "0.10", output: "0.40"}}
+    backends:
+      - {{id: mock, type: vllm, base_url: "http://127.0.0.1:{up}", model: mock}}
+tenants: [{{name: bench}}]
+""")
+    from tokenplane.auth.keystore import KeyStore
+
+    home = tmp / "home"
+    store = KeyStore(home / "meta.db")
+    key, _ = store.create_key("bench", app="bench")
+    store.close()
+    env = {**os.environ, "TOKENPLANE_HOME": str(home)}
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port", str(gw)],
+        env=env, stdout=subprocess.DEVNULL))
+    for port, p in zip((up, pt, gw), procs, strict=True):
+        wait_port(port, p)
+    urls = {"upstream": f"http://127.0.0.1:{up}", "passthrough": f"http://127.0.0.1:{pt}",
+            "gateway": f"http://127.0.0.1:{gw}"}
+    return urls, procs, key
+
+
+async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
+              stream: bool) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    ttft = 0.0
+    async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
+        if r.status != 200:
+            raise RuntimeError(f"{url}: HTTP {r.status}: {await r.text()}")
+        if stream:
+            async for _ in r.content.iter_any():
+                if not ttft:
+                    ttft = time.perf_counter() - t0
+        else:
+            await r.read()
+    total = time.perf_counter() - t0
+    return total, ttft or total
+
+
+async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
+                   pid: int) -> dict[str, Any]:
+    body = orjson.dumps({**BODY, "stream": stream})
+    headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
+    lat: list[float] = []
+    ttfts: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        for _ in range(min(50, conc * 4)):  # warm up connections and caches
+            await one(s, url, body, headers, stream)
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            while time.perf_counter() < stop:
+                total, ttft = await one(s, url, body, headers, stream)
+                lat.append(total)
+                ttfts.append(ttft)
+
+        t0 = time.perf_counter()
+        cpu0 = cpu_seconds(pid)
+        await asyncio.gather(*(worker() for _ in range(conc)))
+        cpu = cpu_seconds(pid) - cpu0
+        elapsed = time.perf_counter() - t0
+    lat.sort()
+    ttfts.sort()
+    return {"rps": len(lat) / elapsed, "p50_ms": 1e3 * lat[len(lat) // 2],
+            "p99_ms": 1e3 * lat[int(len(lat) * 0.99)], "ttft_p50_ms": 1e3 * ttfts[len(ttfts) // 2],
+            "ttft_p99_ms": 1e3 * ttfts[int(len(ttfts) * 0.99)], "n": len(lat),
+            "server_cpu_ms_per_request": 1e3 * cpu / max(1, len(lat))}
+
+
+def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    return {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        urls, procs, key = start_servers(Path(tmp))
+        try:
+            raw: dict[str, list[dict[str, Any]]] = {}
+            for _ in range(args.rounds):
+                for stream in (False, True):
+                    for conc in (1, 32):
+                        for (name, url), proc in zip(urls.items(), procs, strict=True):
+                            k = f"{'stream' if stream else 'nonstream'}/c{conc}/{name}"
+                            res = await run_load(url, key, stream, conc, args.seconds, proc.pid)
+                            raw.setdefault(k, []).append(res)
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(30)
+    results = {k: median_of(v) for k, v in raw.items()}
+    ratios: dict[str, Any] = {}
+    for mode in ("nonstream", "stream"):
+        for conc in (1, 32):
+            g, p = results[f"{mode}/c{conc}/gateway"], results[f"{mode}/c{conc}/passthrough"]
+            ratios[f"{mode}/c{conc}"] = {
+                "throughput_gateway_over_passthrough": round(g["rps"] / p["rps"], 3),
+                "added_p50_ms": round(g["p50_ms"] - p["p50_ms"], 3),
+                "added_ttft_p99_ms": round(g["ttft_p99_ms"] - p["ttft_p99_ms"], 3),
+                "cpu_per_request_gateway_over_passthrough": round(
+                    g["server_cpu_ms_per_request"] / p["server_cpu_ms_per_request"], 3),
+            }
+    return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
+            "cpus": os.cpu_count(), "results": results, "ratios": ratios}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+        out = r.run(main_async(args))
+    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Reservation planning and the HTTP errors of admission outcomes."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tokenplane.admission import Amounts, Denial, Scope, StoreUnavailable
+from tokenplane.admission.errors import denial_error, unavailable_error
+from tokenplane.admission.planning import plan_reservation
+
+MAYBE = st.none() | st.integers(0, 5000)
+
+
+@given(prompt=st.integers(0, 5000), max_tokens=MAYBE, predicted=MAYBE, allowed=MAYBE)
+def test_plan_caps_prediction_and_clamps_max_tokens(prompt: int, max_tokens: int | None,
+                                                    predicted: int | None,
+                                                    allowed: int | None) -> None:
+    plan = plan_reservation(prompt, max_tokens=max_tokens, predicted_output=predicted,
+                            default_output=300, allowed_output=allowed,
+                            cost=lambda i, o: i * 2 + o * 5)
+    a = plan.amounts
+    assert (a.requests, a.input_tokens) == (1, prompt)
+    assert a.cost_micros == prompt * 2 + a.output_tokens * 5
+    limits = [x for x in (max_tokens, allowed) if x is not None]
+    assert plan.max_tokens == (min(limits) if limits else None)
+    if plan.max_tokens is not None:
+        assert a.output_tokens <= plan.max_tokens
+    if plan.max_tokens != 0:
+        assert a.output_tokens >= 1
+    wanted = 300 if predicted is None else predicted
+    assert a.output_tokens == max(min(wanted, plan.max_tokens if limits else wanted),
+                                  0 if plan.max_tokens == 0 else 1)
+
+
+def test_denial_becomes_a_429_with_retry_after() -> None:
+    d = Denial(Scope("department", "eng"), "budget", 1000, 0, 12.2, "budget_exceeded",
+               "cost_micros")
+    err = denial_error(d, extra_headers={"x-ratelimit-limit-requests": "5"})
+    assert (err.status, err.code, err.type) == (429, "budget_exceeded", "rate_limit_error")
+    assert err.headers == {"x-ratelimit-limit-requests": "5", "retry-after": "13"}
+    assert "department:eng" in err.message and "budget" in err.message
+    never = denial_error(Denial(Scope("tenant", "t"), "max_concurrent", 2, 0, None,
+                                "concurrency_limit_exceeded", "requests"))
+    assert never.headers["retry-after"] == "1"
+
+
+def test_store_down_becomes_a_503() -> None:
+    err = unavailable_error(StoreUnavailable("connection refused"))
+    assert (err.status, err.code) == (503, "admission_unavailable")
+    assert "unavailable" in err.message and err.headers["retry-after"] == "1"
+
+
+def test_bad_plans_and_amounts_are_refused() -> None:
+    with pytest.raises(ValueError):
+        plan_reservation(-1, max_tokens=None, predicted_output=None)
+    with pytest.raises(ValueError, match="input_tokens"):
+        Amounts(1, -5)
+    assert orjson.dumps(Amounts(1, 2, 3, 4).vector()) == b"[1,2,3,4]"

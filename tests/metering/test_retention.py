@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from tests.metering.factories import make_event
+from tokenplane.metering.reports import usage_report
+from tokenplane.metering.retention import RetentionPolicy, prune
+from tokenplane.metering.sinks import open_sink
+
+DAY0 = 1_699_920_000  # 2023-11-14 00:00 UTC
+
+
+async def test_prune_drops_fine_rollups_but_keeps_totals(sink_target: str) -> None:
+    sink = await open_sink(sink_target)
+    try:
+        # ten events on each of ten days
+        await sink.write([make_event(i, ts=DAY0 + (i // 10) * 86400 + i) for i in range(100)])
+        now = DAY0 + 10 * 86400
+        policy = RetentionPolicy(minute_rollups_s=3 * 86400, hour_rollups_s=None, events_s=None)
+        deleted = await prune(sink, policy, now)
+        assert deleted["rollups_minute"] > 0 and "events" not in deleted
+        minutes = await sink.fetch(
+            "SELECT MIN(bucket) AS b FROM usage_rollups WHERE grain = 'minute'"
+        )
+        assert minutes[0]["b"] >= now - 3 * 86400
+        assert sum(r["requests"] for r in await usage_report(sink, ["tenant"])) == 100
+        assert (await prune(sink, policy, now))["rollups_minute"] == 0
+        gone = await prune(sink, RetentionPolicy(None, None, None, events_s=5 * 86400), now)
+        assert gone == {"events": 50}
+    finally:
+        await sink.close()
