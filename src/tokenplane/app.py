@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from tokenplane.api.http import OpenAIRoutes, envelope_middleware
+from tokenplane.api.http import OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.prices import price_book
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
@@ -130,7 +130,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
 def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Application:
     gw = build_gateway(config, worker_id)
     app = web.Application(
-        middlewares=[envelope_middleware], client_max_size=config.server.max_body_bytes,
+        middlewares=[envelope_middleware(RequestIds())],
+        client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw
     OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,

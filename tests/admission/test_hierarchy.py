@@ -95,3 +95,4 @@ async def test_openai_ratelimit_headers_from_headroom_and_denial(store: CounterS
     d = await adm.reserve(chain, Amounts(1, 900), NOW + 0.5)
     assert isinstance(d, Denial) and d.limit_name == "tpm"
     assert denial_headers(d) == {"retry-after": "60"}
+

@@ -31,8 +31,8 @@ def test_plan_caps_prediction_and_clamps_max_tokens(prompt: int, max_tokens: int
     if plan.max_tokens != 0:
         assert a.output_tokens >= 1
     wanted = 300 if predicted is None else predicted
-    assert a.output_tokens == max(min(wanted, plan.max_tokens if limits else wanted),
-                                  0 if plan.max_tokens == 0 else 1)
+    capped = wanted if plan.max_tokens is None else min(wanted, plan.max_tokens)
+    assert a.output_tokens == max(capped, 0 if plan.max_tokens == 0 else 1)
 
 
 def test_denial_becomes_a_429_with_retry_after() -> None:

@@ -130,6 +130,22 @@ async def test_redis_stopped_during_traffic_then_back(private_redis: PrivateRedi
     after = await adm.reserve([TENANT], Amounts(1), NOW + 3)
     assert isinstance(after, Grant)
     assert not store.degraded and store.stats.recoveries == 1
+    assert primary.script_loads == 2  # the restarted server had to load the script again
     status = await adm.status("acme", TENANT, NOW + 3)
     assert status[0].spent == 1  # the fresh Redis holds exactly the new request
+    await store.close()
+
+
+async def test_make_store_follows_configuration() -> None:
+    from tokenplane.admission import MemoryStore
+    from tokenplane.admission.factory import make_store
+
+    assert isinstance(make_store(None), MemoryStore)
+    store = make_store(f"redis://127.0.0.1:{_free_port()}", failure_mode="fail_open",
+                       replicas=3)
+    assert isinstance(store, ResilientStore)
+    assert (store.mode, store.replicas) == ("fail_open", 3)
+    adm = Admission(LimitTable({TENANT: ScopeLimits(rpm=9)}), store)
+    granted = [await adm.reserve([TENANT], Amounts(1), NOW) for _ in range(4)]
+    assert [isinstance(g, Grant) for g in granted] == [True, True, True, False]
     await store.close()

@@ -231,3 +231,13 @@ def test_waits_for_warm_replica_instead_of_going_cold() -> None:
     eps[0] = EndpointState("warm", max_waiting=1, prefill_s_per_token=1e-4)
     out = s.release(eps, 0.2)
     assert [(i.route.request_id, e) for i, e in out] == [("turn2", "warm")]
+
+
+def test_batch_promoted_to_full_gate_share_near_its_deadline() -> None:
+    slow_batch = SloClass("batch", priority=1, deadline_s=100.0, gate_fraction=0.2)
+    s = make(promote_after=0.5)
+    s.submit(q("b1", slow_batch, 0.0), 0.0)
+    busy = [EndpointState("e0", inflight_decode_tokens=500, token_capacity=1000)]
+    assert s.release(busy, 10.0) == []  # 500 >= 0.2 * 1000: no room for batch
+    out = s.release(busy, 50.0)  # waited half its deadline: full share, 500 < 1000
+    assert [i.route.request_id for i, _ in out] == ["b1"]

@@ -8,6 +8,7 @@ and a :class:`CounterStore` (:class:`MemoryStore`, :class:`RedisStore`, wrapped 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit, LimitTable
 from tokenplane.admission.errors import denial_error, unavailable_error
+from tokenplane.admission.factory import make_store
 from tokenplane.admission.headers import denial_headers, ratelimit_headers
 from tokenplane.admission.limiter import Admission
 from tokenplane.admission.limits import LimitError, LimitRule, ScopeLimits
@@ -55,6 +56,7 @@ __all__ = [
     "StoreUnavailable",
     "denial_error",
     "denial_headers",
+    "make_store",
     "plan_reservation",
     "ratelimit_headers",
     "unavailable_error",

@@ -66,8 +66,9 @@ class RedisStore:
             try:
                 raw = await self.client.evalsha(self.sha, 3, *keys, *args)
             except rexc.NoScriptError:
+                # A fresh or flushed server: load once, then EVALSHA again.
                 self.script_loads += 1
-                await self.client.script_load(self.script)
+                self.sha = str(await self.client.script_load(self.script))
                 raw = await self.client.evalsha(self.sha, 3, *keys, *args)
         except _UNREACHABLE as exc:
             raise StoreUnavailable(f"admission store (Redis) unreachable: {exc}") from exc

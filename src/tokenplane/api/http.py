@@ -6,6 +6,7 @@ Every response carries ``x-request-id``. No client mistake yields a 500 or a tra
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -28,8 +29,16 @@ JSON = "application/json"
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 
 
-def new_request_id() -> str:
-    return "req_" + os.urandom(12).hex()
+class RequestIds:
+    """Unique request ids without a syscall per request: a random per-process prefix
+    and a counter (``req_<12 hex>_<counter hex>``)."""
+
+    def __init__(self) -> None:
+        self._prefix = "req_" + os.urandom(6).hex()
+        self._n = itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._n):012x}"
 
 
 def error_response(err: ApiError, request_id: str) -> web.Response:
@@ -37,10 +46,19 @@ def error_response(err: ApiError, request_id: str) -> web.Response:
     return web.Response(status=err.status, body=err.body(), content_type=JSON, headers=headers)
 
 
-@web.middleware
-async def envelope_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    rid = request.get(REQUEST_ID) or new_request_id()
-    request[REQUEST_ID] = rid
+def envelope_middleware(new_id: Callable[[], str]) -> Any:
+    """Gives every request an id and turns every failure into OpenAI's envelope."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        rid = new_id()
+        request[REQUEST_ID] = rid
+        return await _enveloped(request, handler, rid)
+
+    return middleware
+
+
+async def _enveloped(request: web.Request, handler: Handler, rid: str) -> web.StreamResponse:
     try:
         resp = await handler(request)
     except ApiError as err:
@@ -90,8 +108,8 @@ class OpenAIRoutes:
 
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
-            raise ApiError(413, f"The request body is too large: {request.content_length} bytes; the limit "
-                           f"is {self.max_body}.", code="request_too_large")
+            raise ApiError(413, f"The request body is too large: {request.content_length} "
+                           f"bytes; the limit is {self.max_body}.", code="request_too_large")
         return await request.read()
 
     async def inference(self, request: web.Request) -> web.StreamResponse:

@@ -105,7 +105,10 @@ class KeyStore:
             "SELECT id, prefix, tenant, department, app, name, admin, created_at, revoked_at,"
             " hash FROM api_keys"
         ).fetchall()
-        self._by_hash = {r[9]: KeyRecord(*r[:6], bool(r[6]), r[7], r[8]) for r in rows}
+        self._by_hash = {
+            r[9]: KeyRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
+            for r in rows
+        }
         self._version = self._data_version()
         self._signature = self._file_signature()
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from tokenplane.cli import config_cmd, keys_cmd, serve_cmd
+from tokenplane.cli.config_cmd import register as register_config
+from tokenplane.cli.keys_cmd import register as register_keys
+from tokenplane.cli.serve_cmd import register as register_serve
 
 
 def build_cli() -> typer.Typer:
@@ -12,9 +14,9 @@ def build_cli() -> typer.Typer:
         help="tokenplane: a token-native gateway and control plane for LLM inference.",
         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     )
-    serve_cmd.register(app)
-    keys_cmd.register(app)
-    config_cmd.register(app)
+    register_serve(app)
+    register_keys(app)
+    register_config(app)
     return app
 
 

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -46,7 +47,8 @@ Try it:
       -d '{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello!"}}]}}'
 
     python -c "from openai import OpenAI; c = OpenAI(base_url='{base}', api_key='{key}'); \\
-print(c.chat.completions.create(model='{model}', messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
+print(c.chat.completions.create(model='{model}', \\
+messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
 """)
 
 
@@ -64,7 +66,7 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
                 shutdown_timeout=30)
 
 
-def _banner(host: str, port: int, workers: int) -> object:
+def _banner(host: str, port: int, workers: int) -> Callable[[str], None]:
     def show(_: str) -> None:
         typer.echo(f"tokenplane gateway on http://{host}:{port} ({workers} worker(s)); "
                    "Ctrl-C to stop")
@@ -77,7 +79,9 @@ def register(app: typer.Typer) -> None:
         config: Annotated[str | None, typer.Option(help="YAML config (default: embedded).")] = None,
         host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
         port: Annotated[int | None, typer.Option(help="Port to bind.")] = None,
-        workers: Annotated[int | None, typer.Option(help="Worker processes (SO_REUSEPORT).")] = None,
+        workers: Annotated[
+            int | None, typer.Option(help="Worker processes (SO_REUSEPORT).")
+        ] = None,
     ) -> None:
         """Start the gateway (embedded default: simulated engines, SQLite ledger)."""
         try:
@@ -115,7 +119,9 @@ def register(app: typer.Typer) -> None:
         host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
         port: Annotated[int, typer.Option(help="First port; replica i listens on port+i.")] = 8100,
         replicas: Annotated[int, typer.Option(help="Number of replicas.")] = 1,
-        model: Annotated[str, typer.Option(help="Model name the replicas serve.")] = "sim-llama3-8b",
+        model: Annotated[
+            str, typer.Option(help="Model name the replicas serve.")
+        ] = "sim-llama3-8b",
         tokenizer: Annotated[str, typer.Option(help="Tokenizer spec.")] = "cl100k_base",
         chat_template: Annotated[str | None, typer.Option(help="Chat family.")] = "llama3",
         max_model_len: Annotated[int, typer.Option(help="Context window.")] = 8192,

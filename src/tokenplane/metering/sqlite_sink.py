@@ -36,6 +36,25 @@ _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
 
 
+def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch to WAL. The switch needs an exclusive lock and SQLite's busy handler does
+    not always wait for it, so two processes opening a new ledger at once retry here."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            mode = con.execute("PRAGMA journal_mode=WAL").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)  # back-off on a lock held by another opener
+            delay = min(delay * 2, 0.2)
+            continue
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise RuntimeError(f"cannot enable WAL on the ledger (mode {mode!r})")
+        return
+
+
 def apply_sqlite_migrations(con: sqlite3.Connection) -> list[int]:
     """Apply missing migrations under ``BEGIN IMMEDIATE``; returns the versions applied."""
     applied: list[int] = []
@@ -90,7 +109,7 @@ class SqliteSink:
             isolation_level=None,
             check_same_thread=False,
         )
-        con.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(con, self._busy_timeout_s)
         con.execute("PRAGMA synchronous=FULL")
         self.applied_migrations = apply_sqlite_migrations(con)
         self._con = con

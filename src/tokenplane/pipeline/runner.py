@@ -83,7 +83,9 @@ class Pipeline:
             ctx.endpoint.in_flight -= 1
             ctx.endpoint.served += 1
 
-    async def _stream(self, ctx: RequestContext, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, ctx: RequestContext, events: AsyncIterator[bytes]
+    ) -> AsyncIterator[bytes]:
         finished = False
         try:
             async for event in events:

@@ -74,8 +74,10 @@ class GatewayScheduler:
     inside a tenant the smallest ``predicted tokens + aging_tokens_per_s *
     arrival`` (shortest job first, and a request waiting ``d`` seconds gains
     ``aging_tokens_per_s * d`` tokens of priority, so none starves). A request is
-    released only to a replica the gate accepts for its class, and the routing
-    function picks among those replicas at release time (late binding).
+    released only to a replica the gate accepts for its class -- the class's
+    ``gate_fraction`` of the limits, or all of them once the request has waited
+    ``promote_after`` of its deadline, so batch work cannot starve -- and the
+    router picks among those replicas at release time (late binding).
 
     Cache stickiness: the router first chooses among all healthy replicas; if
     its choice is saturated but holds more of the prompt's prefix than any
@@ -94,9 +96,11 @@ class GatewayScheduler:
         decode_s_per_token: float = 0.01,
         drain_tokens_per_s: float | None = None,
         lookahead: int = 32,
+        promote_after: float = 0.5,
     ) -> None:
         self._router = router
         self.lookahead = lookahead
+        self.promote_after = promote_after
         self.gate = gate or SaturationGate()
         self.vtc = vtc or VirtualTokenCounter()
         self.aging_tokens_per_s = aging_tokens_per_s
@@ -175,7 +179,7 @@ class GatewayScheduler:
                 tenant = self.vtc.pick(band.tenants)
                 entry = band.tenants[tenant][0]
                 item = entry[2]
-                frac = item.slo.gate_fraction
+                frac = self._fraction(item, now)
                 allowed = [
                     e
                     for e in snap.values()
@@ -196,6 +200,14 @@ class GatewayScheduler:
             if blocked:
                 return out
         return out
+
+    def _fraction(self, item: QueuedRequest, now: float) -> float:
+        """The class's gate share, or all of it once the request has waited
+        ``promote_after`` of its deadline (so batch work cannot starve)."""
+        slo = item.slo
+        if slo.deadline_s is not None and now - item.arrival >= self.promote_after * slo.deadline_s:
+            return 1.0
+        return slo.gate_fraction
 
     def _bind(
         self,

@@ -60,11 +60,17 @@ class HttpTransport:
                     resp.release()
                     return UpstreamResponse(resp.status, _pick(resp), body=body)
         except TimeoutError:
-            raise UpstreamError(504, "upstream timed out before responding", "upstream_timeout")
+            raise UpstreamError(
+                504, "upstream timed out before responding", "upstream_timeout"
+            ) from None
         except aiohttp.ClientConnectorError as exc:
-            raise UpstreamError(503, f"upstream unreachable: {exc.os_error}", "upstream_unavailable")
+            raise UpstreamError(
+                503, f"upstream unreachable: {exc.os_error}", "upstream_unavailable"
+            ) from None
         except aiohttp.ClientError as exc:
-            raise UpstreamError(502, f"upstream failed: {type(exc).__name__}", "upstream_error")
+            raise UpstreamError(
+                502, f"upstream failed: {type(exc).__name__}", "upstream_error"
+            ) from None
 
         async def close() -> None:
             resp.close()

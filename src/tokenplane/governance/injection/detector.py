@@ -33,8 +33,8 @@ _QUOTED_RE = re.compile(
 # In documents and tool output a quote counts as a mention only next to a cue word
 # (JSON strings are quoted too, and must not hide instructions).
 _CUE_BEFORE_RE = re.compile(
-    r"(?:like|such as|e\.g\.|for example|example|phrase|phrases|text|words|string|called|"
-    r"means?|例如|比如|类似|诸如|像|所谓|嵌入)\W{0,3}$"
+    r"(?:like|such as|e\.g\.|for example|example|phrase|phrases|called|means?|"
+    r"(?:tell|told|telling|ask|asked|asking)\s+(?:\w+\s+){0,3}to|例如|比如|类似|诸如|像|所谓|嵌入)\W{0,3}$"
 )
 _CUE_AFTER_RE = re.compile(r"^\W{0,2}(?:等|之类|这样的|这类|such)")
 

@@ -80,6 +80,9 @@ def normalize(text: str) -> Normalized:
             result.hidden.append(hidden.casefold())
     if any(c in ZERO_WIDTH for c in text):
         result.signals.append("invisible_unicode")
+        # Also read it with the invisible characters as word breaks ("ignore<ZWSP>all").
+        spaced = "".join(" " if c in ZERO_WIDTH else c for c in text)
+        result.hidden.append(_fold(spaced))
         text = "".join(c for c in text if c not in ZERO_WIDTH)
     if any(c in BIDI_CONTROLS for c in text):
         result.signals.append("bidi_control")

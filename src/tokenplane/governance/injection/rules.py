@@ -33,9 +33,7 @@ def _r(rule_id: str, label: str, pattern: str, weight: float, indirect_only: boo
 _PREV = r"(?:previous|prev|its|their|prior|preceding|above|earlier|former|initial|original|foregoing|existing|system|all|any|the|your|my|these|those|every)"
 _INSTR = r"(?:instructions?|criteria|requirements|polic(?:y|ies)|settings|prompts?|rules?|directions?|directives?|guidelines?|guidance|constraints?|restrictions?|programming|commands?|orders|context|system messages?|guardrails?|safety (?:rules|policies|guidelines))"
 _ZH_PREV = r"(?:之前|以上|上面|上述|前面|先前|此前|原来|原先|原有|系统|开发者|你的|您的|所有|全部|一切|任何)"
-_ZH_INSTR = (
-    r"(?:标准|准则|指令|指示|提示词?|规则|要求|设定|约束|限制|命令|规定|安全策略|系统消息|对话)"
-)
+_ZH_INSTR = r"(?:标准|准则|规矩|指令|指示|提示词?|规则|要求|设定|约束|限制|命令|规定|安全策略|系统消息|对话)"
 
 EN_RULES: tuple[Rule, ...] = (
     _r("en.override.ignore", OVERRIDE,
@@ -49,8 +47,14 @@ EN_RULES: tuple[Rule, ...] = (
        r"\b(?:previous|prior|earlier|original|old|initial|above|existing|system)\s+(?:\w+\s+)?(?:instructions|rules|directives|guidelines|guidance|settings|prompt)\s+(?:are|is|have been|were)\s+(?:now\s+)?(?:cancel+ed|void|null|obsolete|outdated|revoked|invalid|lifted|suspended|overridden)\b"
        r"|\b(?:rules|instructions|guidelines|restrictions|policies)\s+(?:\w+\s+)?no longer appl(?:y|ies)\b", 0.8),
     _r("en.override.content_rules", OVERRIDE,
-       r"\b(?:ignore|bypass|disable|turn off|switch off|remove|lift)\s+(?:all\s+|any\s+|your\s+|the\s+|its\s+)?(?:content|safety|ethical|moral)\s+(?:restrictions|filters|polic(?:y|ies)|guidelines|rules|guardrails)\b"
+       r"\b(?:ignore|bypass|disable|turn off|switch off|remove|lift|skip|circumvent)\s+(?:all\s+|any\s+|your\s+|the\s+|its\s+)?(?:content|safety|ethical|moral)\s+(?:restrictions|filters|polic(?:y|ies)|guidelines|rules|guardrails|checks|measures|mechanisms|protocols)\b"
        r"|\b(?:switch|turn)(?:es|ed|ing)? off (?:its |your |the |all )?(?:guardrails|safety|filters)\b|\b(?:safety|content) (?:filters|guardrails) (?:are )?(?:off|disabled)\b", 0.7),
+    _r("en.override.treat_void", OVERRIDE,
+       r"\b(?:treat|consider|regard)\s+(?:all\s+|the\s+|any\s+)?(?:earlier|previous|prior|above|preceding)\s+(?:messages|instructions|rules|context|prompts)\s+as\s+(?:void|null|cancel+ed|irrelevant|invalid|obsolete)\b", 0.8),
+    _r("en.override.dont_apply", OVERRIDE,
+       r"\b(?:rules|guidelines|polic(?:y|ies)|restrictions|content policy|safety policies)\s+(?:don't|do not|doesn't|does not)\s+(?:exist|apply)\b", 0.65),
+    _r("en.override.new_job", OVERRIDE,
+       r"\byour (?:only|new|real|true|sole|actual) (?:job|task|goal|purpose|mission|objective) (?:now )?is\b", 0.55),
     _r("en.override.training", OVERRIDE, r"\bforget (?:your|all your|all of your) (?:training|programming|conditioning)\b", 0.6),
     _r("en.override.obey_me", OVERRIDE, r"\b(?:real|true|actual) instructions come from me\b|\bobey (?:only )?me\b|\bcomply with mine\b", 0.5),
     _r("en.override.new_rules", OVERRIDE,
@@ -72,15 +76,19 @@ EN_RULES: tuple[Rule, ...] = (
     _r("en.roleplay.pretend", ROLEPLAY,
        r"\b(?:pretend|act|roleplay|role-play|behave)\b(?:\s+\w+){0,3}\s+(?:as|to be|you are|like)\b", 0.3),
     _r("en.roleplay.unfiltered", ROLEPLAY,
-       r"\b(?:without|no|free of|free from|ignore|ignoring)\s+(?:any\s+)?(?:restrictions|limitations|filters|censorship|rules|ethical|moral|guidelines|content polic(?:y|ies)|safety)\b"
+       r"\b(?:without|no|zero|free of|free from|ignore|ignoring)\s+(?:any\s+|your\s+(?:usual\s+)?)?(?:restrictions|safeguards|guardrails|filtering|safety measures|safety checks|limitations|filters|censorship|rules|ethical|moral|guidelines|content polic(?:y|ies)|safety)\b"
        r"|\bunfiltered\b|\buncensored\b|\bno (?:ethical|moral) (?:guidelines|constraints|limits)\b", 0.5),
     _r("en.roleplay.evil", ROLEPLAY, r"\b(?:evil|rogue|unaligned|amoral) (?:ai|assistant|model|chatbot|twin|version)\b", 0.6),
     _r("en.extract.reveal", EXTRACTION,
-       r"\b(?:reveal|show|print|output|repeat|display|tell|echo|quote|leak|give|share|dump|write out|recite|spell out|copy|paste|return|what (?:is|are|was|were))\b"
-       r"(?:\s+\w+){0,6}?\s+(?:system prompt|system message|instructions that govern|rules that govern|initial (?:prompt|instructions)|hidden (?:prompt|instructions)|original instructions|developer (?:message|prompt|instructions)|pre-?prompt|instructions you were given|your instructions|your rules|your prompt)", 0.8),
+       r"\b(?:reveal|show|print|output|repeat|display|tell|echo|quote|leak|give|share|dump|write out|recite|spell out|copy|paste|return|list|what (?:is|are|was|were) (?:in )?your)\b"
+       r"(?:\s+\w+){0,6}?\s+(?:system prompt|system message|instructions that govern|rules that govern|initial (?:prompt|instructions)|hidden (?:prompt|instructions|guidelines|rules)|confidential (?:rules|instructions|guidelines)|original instructions|developer (?:message|prompt|instructions)|pre-?prompt|instructions you were given|your instructions|your rules|your prompt)", 0.8),
     _r("en.extract.developer_gave", EXTRACTION,
        r"\binstructions (?:did|were|has|have) (?:the developers?|they|you|openai|your creators?) (?:give|given|provide|provided|set)\b"
        r"|\b(?:prompt|instructions|system message|rules)\b.{0,40}\b(?:word for word|verbatim)\b|\b(?:word for word|verbatim)\b.{0,40}\b(?:prompt|instructions|system message)\b", 0.6),
+    _r("en.extract.initialised", EXTRACTION,
+       r"\b(?:you were|you've been|you have been) (?:initiali[sz]ed|configured|set up|programmed|primed|instructed|briefed) with\b"
+       r"|\b(?:does|do) your (?:system prompt|instructions|rules|initial prompt|system message) (?:say|contain|include)\b"
+       r"|\b(?:rules|instructions|guidelines) (?:your|the) (?:operator|developer|creator|owner)s? (?:gave|has given|set|wrote|provided)\b", 0.65),
     _r("en.extract.context_window", EXTRACTION,
        r"\bin your context window\b|\b(?:above|before) (?:this|my first|my) message\b", 0.55),
     _r("en.extract.above", EXTRACTION,
@@ -95,6 +103,9 @@ EN_RULES: tuple[Rule, ...] = (
     _r("en.indirect.note_to", INDIRECT,
        r"\b(?:note|instructions?|message|hint) (?:to|for) (?:the |any )?(?:ai|assistant|model|llm|agent|bot|language model)s?\b", 0.55),
     _r("en.indirect.ignore_user", INDIRECT, r"\b(?:ignore|disregard) the user(?:'s)?\b", 0.6),
+    _r("en.indirect.comment", INDIRECT, r"<!--\s*(?:ai|assistant|model|llm|agent|chatbot)s?\b", 0.6),
+    _r("en.indirect.header", INDIRECT,
+       r"\bsystem (?:message|prompt|instruction|notice|override|update)\s*:|\b(?:assistant|ai|model) is now (?:authori[sz]ed|allowed|permitted|free) to\b", 0.6),
     _r("en.indirect.system_tag", INDIRECT,
        r"<\|?(?:im_start|system|endoftext)\|?>|\[/?(?:system|inst)\]|^\s*(?:system|assistant)\s*:|###\s*(?:system|instruction)|\bbegin (?:new )?system (?:prompt|instructions)\b", 0.6),
     _r("en.indirect.important", INDIRECT,
@@ -114,9 +125,13 @@ ZH_RULES: tuple[Rule, ...] = (
     _r("zh.override.above", OVERRIDE,
        r"(?:忽略|无视|忘记|忘掉|不要理会)(?:以上|上面|上述|之前|前面|先前)(?:的)?(?:所有|全部)?(?:内容|文字|信息|对话|一切)", 0.8),
     _r("zh.override.safety", OVERRIDE,
-       r"(?:忽略|无视|绕过|违反|不要遵守|不用遵守|突破)(?:你的|所有的?|一切)?(?:安全|道德|伦理|内容|审核)(?:规则|策略|限制|准则|政策|规范|机制)", 0.7),
+       r"(?:忽略|无视|绕过|违反|不要遵守|不用遵守|突破)(?:你的|所有的?|一切)?(?:安全|道德|伦理|内容|审核)(?:规则|策略|限制|准则|政策|规范|机制|审核|审查|检查|过滤)", 0.7),
     _r("zh.override.cancelled", OVERRIDE,
-       r"(?:之前|前面|原来|原先|先前|此前|以前|上面)(?:的|说的|收到的)?[^。！？\n]{0,6}?(?:设定|规则|指令|规定|任务|要求|指示|内容|话)?[^。！？\n]{0,4}?(?:都|全部|一律|统统)?(?:作废|不算数|不算|取消|无效|失效|废除)", 0.8),
+       r"(?:之前|前面|原来|原先|先前|此前|以前|上面)(?:的|收到的)?[^。！？\n]{0,6}?(?:设定|规则|指令|规定|任务|要求|指示|说的|的话)[^。！？\n]{0,4}?(?:都|全部|一律|统统)?(?:作废|不算数|不算|取消|无效|失效|废除)", 0.8),
+    _r("zh.override.stop_following", OVERRIDE,
+       r"(?:别再|不要再|不再|不用再)(?:按照|按|遵守|遵循|听从)(?:你)?(?:原来|之前|原有|原先|先前)?的?(?:规则|设定|指令|要求|规矩)", 0.7),
+    _r("zh.override.not_apply", OVERRIDE, r"(?:安全策略|安全规则|规则|限制|内容政策|审核)[^。！？\n]{0,6}不适用", 0.6),
+    _r("zh.override.new_job", OVERRIDE, r"你的(?:真实|真正|新|唯一)的?(?:任务|目标|工作|使命)(?:是|变成)", 0.55),
     _r("zh.override.no_limits", OVERRIDE,
        r"(?:不再|不用再|不要再|别再|无需|不必|不用)(?:受|遵守|遵循|理会)[^。！？\n]{0,8}(?:限制|约束|规则|规定|指令|政策|策略)", 0.7),
     _r("zh.override.new_rules", OVERRIDE, r"(?:新的|最新的|真正的|更新后的)(?:指令|规则|系统提示)[是如为：:]", 0.6),
@@ -131,15 +146,22 @@ ZH_RULES: tuple[Rule, ...] = (
     _r("zh.extract.reveal", EXTRACTION,
        r"(?:输出|显示|告诉我|泄露|透露|打印|重复|复述|给我看|展示|公开|说出|写出|列出)[^。！？\n]{0,8}?(?:系统提示|系统提示词|系统消息|初始指令|初始提示|系统指令|隐藏指令|原始指令|开发者指令|你的指令|你的提示词|你的设定|预设提示|system prompt)", 0.8),
     _r("zh.extract.object_first", EXTRACTION,
-       r"(?:系统提示词?|系统消息|你的(?:全部|所有)?指令|你的提示词|初始指令|系统指令|隐藏指令|你的设定)[^。！？\n]{0,10}(?:打印|输出|复述|重复|告诉我|显示|写出来|发给我)", 0.75),
+       r"(?:系统提示词?|系统消息|系统设定|你的(?:全部|所有)?指令|你的提示词|初始指令|系统指令|隐藏指令|你的设定)[^。！？\n]{0,10}(?:打印|输出|复述|重复|告诉我|显示|写出来|发给我|附上|附在|贴出|粘贴)", 0.75),
     _r("zh.extract.received", EXTRACTION,
        r"(?:收到|得到|接收)(?:了)?(?:什么|哪些)(?:指示|指令|设定|提示)|(?:最开始|一开始|最初|开头|对话开始时)(?:收到|看到|得到)的[^。！？\n]{0,8}?(?:重复|复述|输出|告诉|发)", 0.65),
+    _r("zh.extract.verbatim", EXTRACTION,
+       r"(?:初始提示词?|系统提示词?|你的指令|你的设定)(?:里|中)?(?:都)?(?:写了|包含|说了)"
+       r"|(?:一字不落|一字不差|逐字|原封不动)地?[^。！？\n]{0,4}?(?:输出|告诉|复述|打印|贴|发)"
+       r"|(?:上面|以上|之前|前面)的?(?:全部|所有)?内容[^。！？\n]{0,6}?(?:原样|完整|全部)地?(?:输出|打印|复述|重复)"
+       r"|(?:角色和指令|角色设定|指令)[^。！？\n]{0,4}?(?:完整|全部)地?(?:复述|重复|输出|打印)"
+       r"|(?:开发者|管理员|运营方)给你(?:定|设|制定|设定)了?(?:哪些|什么)(?:规矩|规则|指令|限制)", 0.65),
     _r("zh.extract.what", EXTRACTION, r"(?:你的|你收到的)(?:系统提示词?|初始指令|系统指令|设定)(?:是什么|有哪些|原文|全文|内容)", 0.7),
     _r("zh.indirect.addressed", INDIRECT,
        r"(?:ai|助手|人工智能|模型|大模型|机器人|智能体)[,，:：]?\s*(?:你必须|请立即|立即|请忽略|忽略|不要|现在)", 0.45, True),
     _r("zh.indirect.when_read", INDIRECT, r"(?:如果|当)(?:你是)?(?:ai|助手|人工智能|模型|大模型)[^。！？\n]{0,10}(?:读到|看到|处理|总结)", 0.7),
     _r("zh.indirect.while_processing", INDIRECT,
        r"(?:ai|模型|助手|大模型)[^。！？\n]{0,6}?(?:在)?(?:总结|处理|读取|阅读|分析)[^。！？\n]{0,8}?(?:时|的时候)[，,]?(?:必须|请|务必|需要|应当)", 0.6),
+    _r("zh.indirect.to_models", INDIRECT, r"(?:致|给)(?:所有|各位)?(?:的)?(?:ai|大模型|模型|助手|人工智能)[:：，,]", 0.55),
     _r("zh.indirect.hide_user", INDIRECT, r"(?:不要|别|切勿|不得)(?:告诉|通知|提醒|让)用户|瞒着用户", 0.6),
     _r("zh.indirect.important", INDIRECT, r"(?:重要|注意|紧急)(?:提示|通知|指令)?[:：！!]\s*[^。\n]{0,10}(?:助手|ai|模型|指令)", 0.5),
     _r("zh.exfil.send", EXFILTRATION,

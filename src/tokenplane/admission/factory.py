@@ -1,0 +1,23 @@
+"""Build the counter store that configuration asks for."""
+
+from __future__ import annotations
+
+import logging
+
+from tokenplane.admission.memory_store import MemoryStore
+from tokenplane.admission.redis_store import RedisStore
+from tokenplane.admission.resilient import FailureMode, ResilientStore
+from tokenplane.admission.store import CounterStore
+
+
+def make_store(redis_url: str | None, *, failure_mode: FailureMode = "fail_closed",
+               replicas: int = 1, prefix: str = "tp:adm:", timeout_s: float = 0.5,
+               probe_interval_s: float = 1.0,
+               logger: logging.Logger | None = None) -> CounterStore:
+    """In-process counters without a Redis URL (one worker); otherwise Redis shared by
+    every replica, wrapped in the configured failure policy. Connects lazily."""
+    if not redis_url:
+        return MemoryStore()
+    primary = RedisStore.from_url(redis_url, prefix=prefix, timeout_s=timeout_s)
+    return ResilientStore(primary, mode=failure_mode, replicas=replicas,
+                          probe_interval_s=probe_interval_s, logger=logger)
