@@ -107,8 +107,18 @@ def test_missing_or_forged_head_fails(tmp_path: Path) -> None:
     assert "signature" in verify(tmp_path, KEY).reason
     (tmp_path / HEAD_NAME).unlink()
     result = verify(tmp_path, KEY)
-    assert not result.ok and "missing" in result.reason
+    assert not result.ok and "missing" in result.reason and "intact" in result.reason
     assert cli_verify(tmp_path, KEY, io.StringIO()) == 2
+
+
+def test_without_head_a_changed_record_is_still_named(tmp_path: Path) -> None:
+    build(tmp_path, 10)
+    (tmp_path / HEAD_NAME).unlink()
+    ls = lines(tmp_path)
+    ls[4] = ls[4].replace(b'"status":200', b'"status":500')
+    rewrite(tmp_path, ls)
+    result = verify(tmp_path, KEY)
+    assert result.first_bad_seq == 4 and "changed" in result.reason
 
 
 def test_forged_checkpoint_signature_fails(tmp_path: Path) -> None:

@@ -54,10 +54,13 @@ def verify(path: str | os.PathLike[str], key: bytes) -> VerifyResult:
     directory = Path(path)
     keys = Keys.derive(key)
     head = read_head(directory)
-    if head is None:
-        return VerifyResult(False, None, "head file HEAD.json is missing or unreadable")
-    if not keys.check(head_claim(head), head.get("mac")):
-        return VerifyResult(False, None, "head file signature is invalid (wrong key or edited)")
+    if head is None or not keys.check(head_claim(head), head.get("mac")):
+        problem = (
+            "head file HEAD.json is missing or unreadable"
+            if head is None
+            else "head file signature is invalid (wrong key or edited)"
+        )
+        return _without_head(directory, keys, problem)
     try:
         records, checkpoints, last = _walk(directory, keys, head)
     except _Bad as bad:
@@ -83,6 +86,29 @@ def verify(path: str | os.PathLike[str], key: bytes) -> VerifyResult:
     if last["hash"] != head["hash"]:
         return VerifyResult(False, last_seq, f"record {last_seq} does not match the signed head")
     return VerifyResult(True, None, "intact", records, checkpoints)
+
+
+def _without_head(directory: Path, keys: Keys, problem: str) -> VerifyResult:
+    """Still check the chain and checkpoints, to name a bad record if there is one;
+    truncation after the last record cannot be ruled out without the head."""
+    first = next(_parsed(directory), None)
+    if first is None or first[0] is None:
+        return VerifyResult(False, None, problem)
+    rec = first[0]
+    start = {"first_seq": int(rec["seq"]), "first_prev_hash": rec.get("prev_hash", GENESIS)}
+    try:
+        records, checkpoints, last = _walk(directory, keys, start)
+    except _Bad as bad:
+        return VerifyResult(False, bad.seq, bad.reason)
+    last_seq = int(last["seq"]) if last is not None else -1
+    return VerifyResult(
+        False,
+        None,
+        f"{problem}; the chain of {records} records up to seq {last_seq} is intact, "
+        "but truncation after it cannot be ruled out",
+        records,
+        checkpoints,
+    )
 
 
 def _walk(
