@@ -99,7 +99,7 @@ def _without_head(directory: Path, keys: Keys, problem: str) -> VerifyResult:
     try:
         records, checkpoints, last = _walk(directory, keys, start)
     except _Bad as bad:
-        return VerifyResult(False, bad.seq, bad.reason)
+        return VerifyResult(False, bad.seq, f"{problem}; {bad.reason}")
     last_seq = int(last["seq"]) if last is not None else -1
     return VerifyResult(
         False,
