@@ -57,11 +57,15 @@ def ratio(a: float, b: float) -> float | None:
 
 
 def azure(quick: bool, out: Path | None) -> dict[str, Any]:
-    duration = 600.0 if quick else 1200.0
-    loads = [9.0, 11.0, 13.0, 15.0] if quick else [9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0]
+    duration: float | None = 900.0 if quick else None
+    loads = (
+        [7.0, 9.0, 11.0, 13.0]
+        if quick
+        else [6.0, 7.0, 7.5, 8.0, 9.0, 10.0, 10.5, 11.0, 11.5, 12.0]
+    )
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
-    log(f"azure: {duration:.0f} s slice, loads {loads}")
+    log(f"azure: slice {duration} s, loads {loads}")
     res = run_simulation(
         AZURE, replicas=8, profile=ENGINE, policies=ALL, loads=loads, seed=0,
         out_dir=out / "azure" if out else None, classes=classes, cluster=cluster,
@@ -94,8 +98,8 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
 
 
 def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
-    duration = 600.0 if quick else 1200.0
-    loads = [0.75, 1.25, 1.75] if quick else [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5]
+    duration: float | None = 600.0 if quick else None
+    loads = [0.75, 1.25, 1.75] if quick else [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     classes = {
         "interactive": SloClass("interactive", priority=0, ttft_s=5.0, tpot_s=0.1),
         "batch": SloClass("batch", priority=1, deadline_s=600.0, sheddable=True,
@@ -103,7 +107,7 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
     }
     cluster = ClusterConfig(replicas=8, prefill_budget_s=3.0, token_budget_s=4.0)
     pols = ["round-robin", "least-requests", "sglang-cache-aware", "tokenplane"]
-    log(f"mooncake: {duration:.0f} s slice, loads {loads}")
+    log(f"mooncake: slice {duration} s, loads {loads}")
     res = run_simulation(
         MOONCAKE, replicas=8, profile=ENGINE, policies=pols, loads=loads, seed=0,
         out_dir=out / "mooncake" if out else None, classes=classes, cluster=cluster,
@@ -130,7 +134,7 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
     }
 
 
-def _run_sim(policy: str, load: float, rules: WorkloadRules, duration: float,
+def _run_sim(policy: str, load: float, rules: WorkloadRules, duration: float | None,
              classes: dict[str, SloClass]) -> ClusterSim:
     trace = scale_load(slice_trace(load_trace(AZURE), 0.0, duration), load)
     sim = ClusterSim(
@@ -141,11 +145,11 @@ def _run_sim(policy: str, load: float, rules: WorkloadRules, duration: float,
 
 
 def mixed(quick: bool) -> dict[str, Any]:
-    duration = 300.0 if quick else 600.0
-    load = 20.0
+    duration: float | None = 900.0 if quick else None
+    load = 12.0
     rules = WorkloadRules(batch_fraction=0.5, seed=0)
     classes = default_slo_classes()
-    log(f"mixed: 50% batch, load {load}, {duration:.0f} s slice")
+    log(f"mixed: 50% batch, load {load}, slice {duration} s")
     out: dict[str, Any] = {"batch_fraction": 0.5, "load": load, "slice_s": duration}
     for pol in ("round-robin", "least-requests", "tokenplane"):
         sim = _run_sim(pol, load, rules, duration, classes)
@@ -158,6 +162,9 @@ def mixed(quick: bool) -> dict[str, Any]:
             "batch_attainment": sum(r.met_slo() for r in batch) / len(batch),
             "batch_shed": sum(r.shed for r in batch),
             "batch_max_gateway_wait_s": q["batch"].wait_max_s if "batch" in q else None,
+            "batch_mean_gateway_wait_s": (
+                q["batch"].wait_sum_s / max(1, q["batch"].released) if "batch" in q else None
+            ),
         }
         log(f"  {pol}: {out[pol]}")
     out["target_interactive_attainment"] = 0.99

@@ -106,7 +106,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         for i, b in enumerate(m.backends):
             pool.endpoints.extend(_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
-    meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models))
+    meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
+                  flush_interval_s=0.25)
     metrics = GatewayMetrics()
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  pipeline=Pipeline([], UpstreamCall(), []), services=services)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import openai
 import pytest
@@ -127,6 +128,13 @@ def test_revoked_key_refused_at_once(gateway: GatewayThread) -> None:
     other = KeyStore(gateway.home / "meta.db")
     assert other.revoke(rec.id)
     other.close()
-    with pytest.raises(openai.AuthenticationError):
-        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)  # type: ignore[arg-type]
+    # the gateway looks for changes at most every 50 ms: keep asking until refused
+    deadline = time.monotonic() + 10
+    refused = False
+    while not refused and time.monotonic() < deadline:
+        try:
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)  # type: ignore[arg-type]
+        except openai.AuthenticationError:
+            refused = True
+    assert refused
     client.close()

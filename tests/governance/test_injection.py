@@ -130,6 +130,12 @@ def test_policy_actions() -> None:
     assert InjectionPolicy(mode=InjectionAction.LOG).decide(Verdict(0.99)) is InjectionAction.LOG
 
 
+def test_policy_accepts_strings_and_checks_thresholds() -> None:
+    assert InjectionPolicy(mode="block").decide(Verdict(0.95)) is InjectionAction.BLOCK  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        InjectionPolicy(flag_at=0.9, block_at=0.5)
+
+
 def test_screen_picks_worst_source_and_blocks() -> None:
     texts: list[tuple[str, Source]] = [
         ("What's the weather?", "user"),

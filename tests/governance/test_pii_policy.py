@@ -45,6 +45,14 @@ def test_block_names_types_never_values() -> None:
     assert b"CN_ID_CARD" in err.body()
 
 
+def test_string_actions_are_enforced() -> None:
+    policy = PiiPolicy(actions={"CN_ID_CARD": "block"}, default="log")  # type: ignore[dict-item,arg-type]
+    with pytest.raises(PiiBlocked):
+        apply(ID, policy, Vault())
+    with pytest.raises(ValueError):
+        PiiPolicy(default="shred")  # type: ignore[arg-type]
+
+
 def test_no_findings_returns_text_unchanged() -> None:
     text = "nothing to see here, 你好"
     assert apply(text, PiiPolicy(), Vault()) == (text, [])

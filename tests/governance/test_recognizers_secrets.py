@@ -53,6 +53,12 @@ def test_keyword_secrets(text: str, value: str) -> None:
     assert found(text) == [("SECRET", value)]
 
 
+def test_keyword_secret_when_lowercasing_changes_length() -> None:
+    # "İ".lower() is two characters: the recognizer falls back to IGNORECASE.
+    text = "İstanbul PASSWORD: Xy7#kLm92pQ"
+    assert found(text) == [("SECRET", "Xy7#kLm92pQ")]
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -16,6 +16,14 @@ BODY = {
 }
 
 
+def test_plain_set_and_string_mode() -> None:
+    policy = ToolPolicy(allowed={"search"}, mode="strip")  # type: ignore[arg-type]
+    assert policy.mode is ToolMode.STRIP
+    assert policy.check_request(BODY)["tools"] == [_tool("search")]
+    with pytest.raises(ValueError):
+        ToolPolicy(mode="shred")  # type: ignore[arg-type]
+
+
 def test_everything_allowed_by_default() -> None:
     assert ToolPolicy().check_request(BODY) == BODY
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +28,13 @@ def test_same_value_same_placeholder_and_numbering_per_type() -> None:
     assert vault.tokenize("a", "CN_ID_CARD") == "<CN_ID_CARD_1>"
     assert vault.tokenize("c", "EMAIL_ADDRESS") == "<EMAIL_ADDRESS_1>"
     assert vault.restore("x <CN_ID_CARD_2> y <UNKNOWN_1>") == "x b y <UNKNOWN_1>"
+
+
+def test_restore_json_escapes_values() -> None:
+    vault = Vault()
+    p = vault.tokenize('pa"ss\\word', "SECRET")
+    args = '{"password": "' + p + '"}'
+    assert json.loads(vault.restore_json(args)) == {"password": 'pa"ss\\word'}
 
 
 def test_apply_tokenize_then_restore() -> None:

@@ -1,17 +1,23 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.metering.factories import make_event
+from tokenplane.metering.events import encode_event, system_fingerprint
 from tokenplane.metering.journal import CommittedBatch, Journal, JournalBusy, JournalClosed
 from tokenplane.metering.journal_files import (
     HEADER,
     Position,
+    encode_record,
     next_segment_number,
     read_pending,
+    read_segment,
     segment_name,
     segment_numbers,
     write_checkpoint,
@@ -106,3 +112,27 @@ def test_segment_numbers_never_reuse_a_checkpointed_one(tmp_path: Path) -> None:
 def test_invalid_writer_id(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Journal(tmp_path, "../escape")
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(1, 12), cut=st.integers(0, 10_000), noise=st.binary(max_size=40))
+def test_any_truncation_reads_back_an_exact_prefix(count: int, cut: int, noise: bytes) -> None:
+    events = [make_event(i, flags=["x"] * (i % 3)) for i in range(count)]
+    records = [encode_record(encode_event(ev)) for ev in events]
+    data = b"".join(records)
+    kept = cut % (len(data) + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "seg.log"
+        path.write_bytes(data[:kept] + noise)  # a torn tail, then garbage
+        got = [ev for ev, _ in read_segment(path)]
+    whole, end = 0, 0
+    for rec in records:
+        end += len(rec)
+        whole += end <= kept
+    assert got == events[:whole]  # every complete record, and nothing made up
+
+
+def test_system_fingerprint_is_stable() -> None:
+    assert system_fingerprint(" You are helpful.\n") == system_fingerprint("You are helpful.")
+    assert system_fingerprint("a") != system_fingerprint("b")
+    assert len(system_fingerprint("a")) == 16

@@ -13,6 +13,7 @@ from tokenplane.metering.reports import (
     choose_grain,
     fingerprint_report,
     format_rows,
+    parse_time_bound,
     token_source_report,
     top_consumers,
     usage_report,
@@ -118,3 +119,15 @@ async def test_unknown_dimension_rejected(ledger: LedgerSink) -> None:
 def test_datetime_bounds() -> None:
     since = datetime(2023, 11, 14, tzinfo=UTC)
     assert choose_grain(since, datetime(2023, 11, 14, 5)) == ("hour", DAY0, DAY0 + 5 * 3600)
+
+
+def test_parse_time_bound() -> None:
+    now = DAY0 + 86400
+    assert parse_time_bound("24h", now) == DAY0
+    assert parse_time_bound("1d", now) == DAY0
+    assert parse_time_bound("90m", now) == now - 5400
+    assert parse_time_bound("2023-11-14", now) == DAY0
+    assert parse_time_bound("2023-11-14T01:00:00+01:00", now) == DAY0
+    assert parse_time_bound(str(DAY0), now) == DAY0
+    with pytest.raises(ValueError, match="bad time"):
+        parse_time_bound("yesterday", now)

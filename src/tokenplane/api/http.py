@@ -131,7 +131,7 @@ class OpenAIRoutes:
     async def _stream(self, request: web.Request, rid: str, reply: Reply) -> web.StreamResponse:
         assert reply.stream is not None
         resp = web.StreamResponse(status=reply.status, headers={
-            "content-type": "text/event-stream", "cache-control": "no-cache",
+            **reply.headers, "content-type": "text/event-stream", "cache-control": "no-cache",
             "x-request-id": rid,
         })
         stream = reply.stream

@@ -115,6 +115,38 @@ class ServerConfig(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
 
 
+class AdmissionConfig(_Strict):
+    """Budgets and rate limits (docs/ADMISSION.md). The limits themselves live in the
+    data store (``tokenplane limits``, ``/admin/v1/limits``); ``redis_url`` (or
+    $TOKENPLANE_REDIS_URL) shares the counters between replicas, else in-process."""
+
+    enabled: bool = True
+    failure_mode: Literal["fail_closed", "fail_open"] = "fail_closed"
+    replicas: int = Field(1, ge=1, le=4096)
+    default_output_tokens: int = Field(256, ge=1)
+    predict_output: bool = True
+    debit_granularity: int = Field(16, ge=1, le=100_000)
+    clamp_max_tokens: bool = False
+    reservation_ttl_s: float = Field(900.0, gt=0)
+    key_prefix: str = Field("tp:adm:", min_length=1)
+    timeout_s: float = Field(0.5, gt=0)
+    probe_interval_s: float = Field(1.0, ge=0)
+    limits_reload_s: float = Field(1.0, ge=0)
+    alert_webhook: str | None = None
+
+    @field_validator("alert_webhook")
+    @classmethod
+    def _webhook(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from urllib.parse import urlparse
+
+        parsed = urlparse(v)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError("not a URL")
+        return v
+
+
 class GatewayConfig(_Strict):
     """The whole configuration. ``data_dir`` defaults to $TOKENPLANE_HOME or ./.tokenplane."""
 
@@ -122,6 +154,7 @@ class GatewayConfig(_Strict):
     data_dir: str | None = None
     database_url: str | None = None
     redis_url: str | None = None
+    admission: AdmissionConfig = Field(default_factory=lambda: AdmissionConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)

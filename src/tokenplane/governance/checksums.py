@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from types import MappingProxyType
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
 
 USCC_CHARSET = "0123456789ABCDEFGHJKLMNPQRTUWXY"
-_USCC_VALUE = {c: i for i, c in enumerate(USCC_CHARSET)}
+_USCC_VALUE = MappingProxyType({c: i for i, c in enumerate(USCC_CHARSET)})
 _USCC_WEIGHTS = (1, 3, 9, 27, 19, 26, 16, 17, 20, 29, 25, 13, 8, 24, 10, 30, 28)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 # First two digits of a resident ID: province-level division codes (GB/T 2260),
 # plus 71 (Taiwan), 81 (Hong Kong), 82 (Macao) and 83 (residence permits of
 # Taiwan residents).
@@ -24,8 +26,8 @@ CN_PLATE_PROVINCES = "京津沪渝冀豫云辽黑湘皖鲁新苏浙赣鄂桂甘�
 PLATE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
 
 # IBAN lengths by country for the most common countries (others: 15..34).
-IBAN_LENGTHS = {
+IBAN_LENGTHS = MappingProxyType({
     "AT": 20, "BE": 16, "CH": 21, "CZ": 24, "DE": 22, "DK": 18, "ES": 24, "FI": 18,
     "FR": 27, "GB": 22, "GR": 27, "HU": 28, "IE": 22, "IT": 27, "LU": 20, "NL": 18,
     "NO": 15, "PL": 28, "PT": 25, "SA": 24, "SE": 24, "TR": 26, "AE": 23, "BR": 29,
-}  # fmt: skip
+})  # fmt: skip

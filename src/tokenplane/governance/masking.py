@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 MASK = "*"
 
 # entity type -> (characters kept at the start, characters kept at the end),
 # counted over letters and digits only; separators keep their place.
-_KEEP: dict[str, tuple[int, int]] = {
-    "CN_ID_CARD": (6, 4),
-    "CN_MOBILE": (3, 4),
-    "CN_LANDLINE": (4, 2),
-    "CN_BANK_CARD": (4, 4),
-    "CREDIT_CARD": (4, 4),
-    "CN_USCC": (2, 2),
-    "CN_PASSPORT": (1, 3),
-    "CN_LICENSE_PLATE": (2, 1),
-    "PHONE_NUMBER": (3, 2),
-    "IBAN_CODE": (4, 4),
-    "API_KEY": (3, 0),
-    "AWS_ACCESS_KEY": (4, 0),
-    "JWT": (3, 0),
-    "SECRET": (0, 0),
-}
+_KEEP: Mapping[str, tuple[int, int]] = MappingProxyType(
+    {
+        "CN_ID_CARD": (6, 4),
+        "CN_MOBILE": (3, 4),
+        "CN_LANDLINE": (4, 2),
+        "CN_BANK_CARD": (4, 4),
+        "CREDIT_CARD": (4, 4),
+        "CN_USCC": (2, 2),
+        "CN_PASSPORT": (1, 3),
+        "CN_LICENSE_PLATE": (2, 1),
+        "PHONE_NUMBER": (3, 2),
+        "IBAN_CODE": (4, 4),
+        "API_KEY": (3, 0),
+        "AWS_ACCESS_KEY": (4, 0),
+        "JWT": (3, 0),
+        "SECRET": (0, 0),
+    }
+)
 _DEFAULT_KEEP = (1, 1)
 
 

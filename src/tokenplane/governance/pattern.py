@@ -46,14 +46,17 @@ class PatternRecognizer:
     not_after: str = ""
     anchors: tuple[str, ...] = ()
     window: tuple[int, int] = (64, 256)
-    anchors_ignore_case: bool = False
     match_lowered: bool = False
     entities: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         self.entities = (self.entity_type,)
         self.context = tuple(w.lower() for w in self.context)
-        self._ignore_case = re.compile(self.pattern.pattern, self.pattern.flags | re.IGNORECASE)
+        self._ignore_case = (
+            re.compile(self.pattern.pattern, self.pattern.flags | re.IGNORECASE)
+            if self.match_lowered
+            else self.pattern
+        )
 
     def find(self, text: str) -> list[Span]:
         if self.prefilter and not any(p in text for p in self.prefilter):
@@ -71,18 +74,13 @@ class PatternRecognizer:
     def _ranges(self, text: str) -> list[tuple[int, int]]:
         if not self.anchors:
             return [(0, len(text))]
-        haystack = text
-        if self.anchors_ignore_case:
-            haystack = text.lower()
-            if len(haystack) != len(text):  # lower() changed lengths: scan everything
-                return [(0, len(text))]
         before, after = self.window
         ranges: list[tuple[int, int]] = []
         for anchor in self.anchors:
-            i = haystack.find(anchor)
+            i = text.find(anchor)
             while i >= 0:
                 ranges.append((max(0, i - before), min(len(text), i + len(anchor) + after)))
-                i = haystack.find(anchor, i + len(anchor))
+                i = text.find(anchor, i + len(anchor))
         ranges.sort()
         merged: list[tuple[int, int]] = []
         for lo, hi in ranges:

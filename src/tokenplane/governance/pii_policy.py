@@ -54,6 +54,11 @@ class PiiPolicy:
     default: PiiAction = PiiAction.MASK
     analyzer: Analyzer = field(default_factory=Analyzer)
 
+    def __post_init__(self) -> None:
+        # Accept plain strings from configuration ("mask", "block", ...).
+        self.actions = {k: PiiAction(v) for k, v in self.actions.items()}
+        self.default = PiiAction(self.default)
+
     def action_for(self, entity_type: str) -> PiiAction:
         return self.actions.get(entity_type, self.default)
 

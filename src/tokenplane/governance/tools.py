@@ -45,6 +45,12 @@ class ToolPolicy:
     allowed: frozenset[str] | None = None
     mode: ToolMode = ToolMode.REJECT
 
+    def __post_init__(self) -> None:
+        # Accept plain sets / strings from configuration.
+        if self.allowed is not None and not isinstance(self.allowed, frozenset):
+            object.__setattr__(self, "allowed", frozenset(self.allowed))
+        object.__setattr__(self, "mode", ToolMode(self.mode))
+
     @classmethod
     def of(
         cls, allowed: Iterable[str] | None, mode: ToolMode | str = ToolMode.REJECT

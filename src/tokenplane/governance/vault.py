@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import orjson
+
 PLACEHOLDER_RE = re.compile(r"<([A-Z][A-Z0-9_]*)_([0-9]+)>")
 
 
@@ -52,8 +54,19 @@ class Vault:
             return text
         return PLACEHOLDER_RE.sub(self._swap, text)
 
+    def restore_json(self, text: str) -> str:
+        """Restore inside JSON text (tool-call ``arguments``): values are JSON-escaped,
+        so a value with quotes or backslashes keeps the document valid."""
+        if not self._by_placeholder or "<" not in text:
+            return text
+        return PLACEHOLDER_RE.sub(self._swap_json, text)
+
     def _swap(self, m: re.Match[str]) -> str:
         return self._by_placeholder.get(m.group(0), m.group(0))
+
+    def _swap_json(self, m: re.Match[str]) -> str:
+        value = self._by_placeholder.get(m.group(0))
+        return m.group(0) if value is None else orjson.dumps(value).decode()[1:-1]
 
 
 class StreamRestorer:

@@ -4,12 +4,13 @@ The gateway builds a ``UsageEvent`` per upstream attempt and calls
 ``Meter.record(event)``; reports read the ledger's rollups. See ``docs/LEDGER.md``.
 """
 
-from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.events import UsageEvent, system_fingerprint
 from tokenplane.metering.meter import Meter, MeterStats
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import (
     fingerprint_report,
     format_rows,
+    parse_time_bound,
     token_source_report,
     top_consumers,
     usage_report,
@@ -27,7 +28,9 @@ __all__ = [
     "fingerprint_report",
     "format_rows",
     "open_sink",
+    "parse_time_bound",
     "prune",
+    "system_fingerprint",
     "token_source_report",
     "top_consumers",
     "usage_report",

@@ -72,6 +72,7 @@ class Meter:
         adopt_orphans: bool = True,
         max_writers: int = 256,
         adopt_interval_s: float | None = None,
+        flush_interval_s: float = 0.0,
         sink_options: dict[str, Any] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
     ) -> None:
@@ -87,6 +88,7 @@ class Meter:
         self.adopt_on_start = adopt_orphans
         self.max_writers = max_writers
         self.adopt_interval_s = adopt_interval_s
+        self.flush_interval_s = flush_interval_s
         self.sink_options = dict(sink_options or {})
         self._adopter: asyncio.Task[None] | None = None
         self._unrecorded_prices: dict[str, PriceBook] = {}
@@ -142,6 +144,7 @@ class Meter:
             max_rows=self.flush_max_rows,
             max_pending_rows=self.max_pending_rows,
             on_flush=self.on_flush,
+            min_interval_s=self.flush_interval_s,
         )
         flusher.start()
         if self.prices is not None:

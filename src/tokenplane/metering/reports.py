@@ -44,6 +44,28 @@ def _epoch(value: TimeBound) -> float | None:
     return float(value)
 
 
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_time_bound(text: str, now: float) -> float:
+    """CLI time bound: epoch seconds, an ISO date/time (UTC if no zone), or an age
+    such as ``90m``, ``24h``, ``7d``, ``2w`` meaning that long before ``now``."""
+    value = text.strip()
+    if len(value) > 1 and value[-1] in _UNITS and value[:-1].isdigit():
+        return now - int(value[:-1]) * _UNITS[value[-1]]
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"bad time {text!r}: use epoch seconds, an ISO date or an age like 24h / 7d"
+        ) from exc
+    return _epoch(parsed) or 0.0
+
+
 def choose_grain(since: TimeBound, until: TimeBound) -> tuple[str, int | None, int | None]:
     """The coarsest grain aligned with both bounds, and the bounds as bucket limits."""
     lo, hi = _epoch(since), _epoch(until)

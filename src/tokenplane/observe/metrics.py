@@ -6,7 +6,10 @@ levels that the operator chose to expose (tenant by default; never keys or users
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -51,6 +54,64 @@ class GatewayMetrics:
             "unknown key.", registry=r,
         )
 
+        self.admission_denials = Counter(
+            "tokenplane_admission_denials", "Requests refused by admission (429), by code "
+            "(rate_limit_exceeded, budget_exceeded, concurrency_limit_exceeded) and scope "
+            "kind.", ["code", "scope", "tenant"], registry=r,
+        )
+        self.admission_unavailable = Counter(
+            "tokenplane_admission_unavailable", "Requests refused (503) because the "
+            "admission store was unreachable while failing closed.", ["tenant"], registry=r,
+        )
+        self.budget_stream_stops = Counter(
+            "tokenplane_budget_stream_stops", "Streams ended early because a limit ran out.",
+            ["code", "tenant"], registry=r,
+        )
+        self.max_tokens_clamped = Counter(
+            "tokenplane_max_tokens_clamped", "Requests whose max_tokens was lowered to what "
+            "the budget allows.", ["tenant"], registry=r,
+        )
+        self.budget_alerts = Counter(
+            "tokenplane_budget_alerts", "Budgets crossing 50 / 80 / 100 % of their limit "
+            "(upwards).", ["tenant", "scope", "limit", "threshold"], registry=r,
+        )
+        self.budget_used_pct = Gauge(
+            "tokenplane_budget_used_threshold_pct", "Highest alert threshold (50 / 80 / 100) "
+            "a budget crossed in its current period, per scope kind.",
+            ["tenant", "scope", "limit"], registry=r,
+        )
+        self.budget_webhook_failures = Counter(
+            "tokenplane_budget_webhook_failures", "Budget alert webhook posts that failed.",
+            registry=r,
+        )
+        self.admission_store_degraded = Gauge(
+            "tokenplane_admission_store_degraded", "1 while the shared admission store is "
+            "unreachable (failing open or closed).", registry=r,
+        )
+
+    def track_admission_store(self, stats: Callable[[], Mapping[str, int]]) -> None:
+        """Export the admission store's failure counters (``tokenplane_admission_store_*``:
+        unavailable, fallback_ops, recoveries, orphaned_settlements, unenforced_debits)."""
+        self.registry.register(_StatsCollector("tokenplane_admission_store", stats))
+
     def render(self) -> bytes:
         data: bytes = generate_latest(self.registry)
         return data
+
+
+class _StatsCollector:
+    """Reads cumulative counters from a callable at scrape time."""
+
+    def __init__(self, prefix: str, stats: Callable[[], Mapping[str, int]]) -> None:
+        self.prefix = prefix
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value in self.stats().items():
+            fam = CounterMetricFamily(f"{self.prefix}_{name}",
+                                      f"Admission store: {name.replace('_', ' ')}.")
+            fam.add_metric([], value)
+            yield fam
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
@@ -17,6 +17,20 @@ OPERATIONS = {
     "/v1/completions": "text_completion",
     "/v1/embeddings": "embeddings",
 }
+
+
+class StreamGuard(Protocol):
+    """Enforces a budget during a stream (admission installs one on the context).
+
+    ``covered`` output tokens may be forwarded; the relay calls :meth:`extend`
+    before forwarding a token beyond them, and ends the stream when it says no.
+    """
+
+    covered: int
+
+    async def extend(self, produced: int) -> bool: ...
+
+    def end_note(self) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -56,6 +70,9 @@ class RequestContext:
     error_code: str | None = None
     flags: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    response_headers: dict[str, str] = field(default_factory=dict)  # sent on any answer
+    stream_guard: StreamGuard | None = None
+    final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
 
     @property
     def tenant(self) -> str | None:

@@ -58,6 +58,18 @@ def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], i
     return counts
 
 
+def settled_counts(
+    ctx: RequestContext, count_text: Callable[[ModelConfig, str], int]
+) -> TokenCounts:
+    """:func:`final_counts` computed once per attempt and kept on ``ctx`` (the meter
+    and admission finishers both need it)."""
+    if ctx.final is not None and ctx.final[0] == ctx.attempt:
+        return ctx.final[1]
+    counts = final_counts(ctx, count_text)
+    ctx.final = (ctx.attempt, counts)
+    return counts
+
+
 def _rescale(counts: TokenCounts, prompt: int) -> None:
     """Makes the sources add up to the upstream's prompt count (the truth), keeping
     the gateway's split; any difference goes to the current user turn."""
@@ -85,7 +97,7 @@ class MeterFinisher:
         p = ctx.principal
         alias = ctx.alias or "unknown"
         tenant = p.tenant if p else ""
-        counts = final_counts(ctx, self.count_text)
+        counts = settled_counts(ctx, self.count_text)
         self._observe(ctx, counts, alias, tenant, now)
         if p is None:
             return

@@ -67,6 +67,8 @@ class Pipeline:
         except ApiError as err:
             ctx.status, ctx.http_status, ctx.error_code = "error", err.status, err.code
             await self._finish(ctx)
+            for name, value in ctx.response_headers.items():
+                err.headers.setdefault(name, value)
             raise
         if resp.events is None:
             body = resp.body or b""
@@ -74,8 +76,8 @@ class Pipeline:
             absorb_json(ctx, body)
             self._release(ctx)
             await self._finish(ctx)
-            return Reply(resp.status, dict(resp.headers), body=body)
-        return Reply(resp.status, {"content-type": "text/event-stream"},
+            return Reply(resp.status, {**resp.headers, **ctx.response_headers}, body=body)
+        return Reply(resp.status, {"content-type": "text/event-stream", **ctx.response_headers},
                      stream=self._stream(ctx, relay(ctx, resp)))
 
     def _release(self, ctx: RequestContext) -> None:

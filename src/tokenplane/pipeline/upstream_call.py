@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from tokenplane.api.errors import ApiError
-from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.stages import pick_least_loaded
 from tokenplane.upstream.sse import DONE, frame, payload
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
@@ -113,12 +113,20 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
     """
     assert resp.events is not None
     done = False
+    guard = ctx.stream_guard
     try:
         async for chunk in resp.events:
             out = [ev for ev in chunk.split(b"\n\n") if ev and _keep(ctx, ev)]
+            stop = False
+            if guard is not None and ctx.chunks > guard.covered:
+                out, stop = await _guarded(ctx, guard, out)
             if out:
                 out.append(b"")
                 yield b"\n\n".join(out)
+            if stop:  # the budget ran out: cancel the upstream, end the stream cleanly
+                await resp.aclose()
+                yield budget_end_events(ctx, guard.end_note() if guard else {})
+                break
         done = True
         yield DONE
     except UpstreamError as exc:
@@ -130,6 +138,53 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
         if not done and ctx.status == "ok":
             ctx.status, ctx.error_code, ctx.http_status = "cancelled", "client_disconnected", 499
         await resp.aclose()
+
+
+async def _guarded(
+    ctx: RequestContext, guard: StreamGuard, out: list[bytes]
+) -> tuple[list[bytes], bool]:
+    """Asks the guard to cover the content events just absorbed, *before* they are
+    forwarded (one token per content event). Returns the events that may be sent and
+    whether the stream must end; refused events stay counted (they were generated
+    and are billed) but are not forwarded."""
+    if await guard.extend(ctx.chunks):
+        return out, False
+    excess = ctx.chunks - guard.covered
+    kept: list[bytes] = []
+    dropped = 0
+    for ev in reversed(out):  # drop the uncovered content events, newest first
+        if dropped < excess and ctx.relayed and ev is ctx.relayed[-1 - dropped]:
+            dropped += 1
+            continue
+        kept.append(ev)
+    kept.reverse()
+    return kept, True
+
+
+def budget_end_events(ctx: RequestContext, note: dict[str, Any]) -> bytes:
+    """The closing events of a stream a budget ended: a chunk with
+    ``finish_reason: "length"`` (and a ``tokenplane`` field saying why), then an SSE
+    comment line that OpenAI clients ignore."""
+    last = _parse(ctx.relayed[-1]) if ctx.relayed else None
+    base = last or {}
+    chat = ctx.operation == "chat"
+    choice: dict[str, Any] = (
+        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"} if chat
+        else {"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}
+    )
+    obj: dict[str, Any] = {
+        "id": base.get("id") or f"chatcmpl-{ctx.request_id}",
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": base.get("created") or int(time.time()),
+        "model": base.get("model") or ctx.response_model or ctx.alias or "",
+        "choices": [choice],
+        "tokenplane": {"stopped_by": "budget", **note},
+    }
+    comment = b": tokenplane stream ended by budget"
+    code = note.get("code")
+    if isinstance(code, str):
+        comment += b" (" + code.encode() + b")"
+    return b"data: " + orjson.dumps(obj) + b"\n\n" + comment + b"\n\n"
 
 
 def _keep(ctx: RequestContext, ev: bytes) -> bool:

@@ -57,6 +57,7 @@ class ClusterConfig:
     prefill_budget_s: float = 0.6
     token_budget_s: float = 0.4
     aging_tokens_per_s: float = 200.0
+    promote_after: float = 0.5
     expire_interval_s: float = 1.0
     jitter: float = 0.0
     seed: int = 0
@@ -153,7 +154,9 @@ class ClusterSim:
         self.scheduler: GatewayScheduler | None = None
         if policy.gateway_queue:
             self.scheduler = GatewayScheduler(
-                self.router, aging_tokens_per_s=cfg.aging_tokens_per_s
+                self.router,
+                aging_tokens_per_s=cfg.aging_tokens_per_s,
+                promote_after=cfg.promote_after,
             )
         per_token = max(1e-9, engine_profile.a_s_per_token)
         self.prefill_capacity = max(

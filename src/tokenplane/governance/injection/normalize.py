@@ -7,13 +7,14 @@ import binascii
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u180e\u00ad")
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 TAG_FIRST, TAG_LAST = 0xE0000, 0xE007F
 
 # Cyrillic and Greek letters that look like Latin ones (lower case after casefold).
-CONFUSABLES = str.maketrans(
+CONFUSABLES = MappingProxyType(str.maketrans(
     {
         "а": "a", "в": "b", "с": "c", "е": "e", "ё": "e", "һ": "h", "і": "i", "ї": "i",
         "ј": "j", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "ѕ": "s", "т": "t",
@@ -21,7 +22,7 @@ CONFUSABLES = str.maketrans(
         "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o",
         "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ω": "w",
     }
-)  # fmt: skip
+))  # fmt: skip
 
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 _SPACED_RE = re.compile(r"\b(?:[a-z] ){4,}[a-z]\b")

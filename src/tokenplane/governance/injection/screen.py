@@ -41,6 +41,11 @@ class InjectionPolicy:
     flag_at: float = 0.5
     block_at: float = 0.8
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", InjectionAction(self.mode))
+        if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
+            raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
+
     def decide(self, verdict: Verdict) -> InjectionAction:
         s = verdict.score
         if self.mode is InjectionAction.NONE or s < self.log_at:
