@@ -3,6 +3,7 @@
 Prints one JSON object. Each figure comes with a baseline measured in the same run:
 - PII scan of an 8 KB mixed Chinese/English prompt with all built-in recognizers,
   against one compiled regular expression (the resident-ID pattern) over the same text;
+- the heuristic injection screen at 0.5 / 2 / 8 KB, against one regex search;
 - streaming restore of a tokenized response, against passing chunks through untouched,
   and the delay it adds, in chunks;
 - audit append (hash chain + checkpoints + group commit), against a plain unchained
@@ -29,6 +30,8 @@ import orjson
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.log import AuditLog
+from tokenplane.governance.injection.detector import HeuristicDetector
+from tokenplane.governance.injection.normalize import normalize
 from tokenplane.governance.pii_policy import PiiAction, PiiPolicy, apply
 from tokenplane.governance.vault import StreamRestorer, Vault
 
@@ -118,6 +121,24 @@ def pii_scan(repeat: int) -> dict[str, object]:
     return result
 
 
+def injection_screen(repeat: int) -> dict[str, object]:
+    """Heuristic injection screen: normalisation + every rule, per prompt size."""
+    detector = HeuristicDetector()
+    baseline = re.compile(r"ignore (?:all )?previous instructions")
+    result: dict[str, object] = {}
+    for size in (512, 2048, 8192):
+        text = sample_prompt(size, seed=4)
+        ts = timed(lambda t=text: detector.score(t, "user"), repeat)  # type: ignore[misc]
+        norm = timed(lambda t=text: normalize(t), repeat)  # type: ignore[misc]
+        base = timed(lambda t=text: baseline.search(t.lower()), repeat)  # type: ignore[misc]
+        result[f"{size}B"] = {
+            "p50_ms": round(statistics.median(ts) * 1e3, 4),
+            "normalize_p50_ms": round(statistics.median(norm) * 1e3, 4),
+            "baseline_one_regex_p50_ms": round(statistics.median(base) * 1e3, 4),
+        }
+    return result
+
+
 def stream_restore(repeat: int, chunk_chars: int = 4) -> dict[str, object]:
     text = sample_prompt(4096, seed=3)
     vault = Vault()
@@ -157,9 +178,7 @@ def stream_restore(repeat: int, chunk_chars: int = 4) -> dict[str, object]:
         "chunk_chars": chunk_chars,
         "placeholders": len(vault),
         "per_chunk_us": round(per_chunk_us, 3),
-        "baseline_passthrough_per_chunk_us": round(
-            statistics.median(base) / len(chunks) * 1e6, 3
-        ),
+        "baseline_passthrough_per_chunk_us": round(statistics.median(base) / len(chunks) * 1e6, 3),
         "added_delay_chunks_max": max(delays),
         "chars_delayed": sum(1 for d in delays if d > 0),
         "target_added_delay_chunks_max": 1,
@@ -225,6 +244,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {platform.python_implementation()} "
         f"{platform.python_version()}",
         "pii_scan": pii_scan(repeat),
+        "injection_screen": injection_screen(repeat // 4),
         "stream_restore": stream_restore(repeat // 4),
         "audit_append": audit_append(n),
     }

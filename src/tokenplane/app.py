@@ -7,6 +7,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tokenplane.api.admin import AdminRoutes
+from tokenplane.api.admin_directory import Directory
 from tokenplane.api.http import OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.prices import price_book
@@ -15,6 +17,8 @@ from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.service import EngineService
 from tokenplane.metering.meter import Meter
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.pipeline.admission_service import AdmissionService
+from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.counting import ModelCounters
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
@@ -46,6 +50,7 @@ class Gateway:
     metrics: GatewayMetrics
     pipeline: Pipeline
     services: list[EngineService] = field(default_factory=list)
+    admission: AdmissionService | None = None
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -69,6 +74,8 @@ class Gateway:
             for ep in pool.endpoints:
                 await ep.transport.close()
         await self.meter.close()
+        if self.admission is not None:
+            await self.admission.close()
         self.keys.close()
 
 
@@ -112,17 +119,20 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  pipeline=Pipeline([], UpstreamCall(), []), services=services)
     finisher = MeterFinisher(meter, metrics, counters.count_text)
+    admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
+                                       lambda: meter.prices)
+    gw.admission = admission
     gw.pipeline = Pipeline(
         stages=[
             AuthStage(keys),
             ValidateStage(pools, gw.allowed_models),
             TokensStage(counters),
-            PassThroughStage(),  # admission
+            AdmissionStage(admission),
             PassThroughStage(),  # scheduling
             RouteStage(),
         ],
         call=UpstreamCall(),
-        finishers=[finisher],
+        finishers=[finisher, AdmissionFinisher(admission, counters.count_text)],
         attempt_finishers=[finisher],
     )
     return gw
@@ -137,12 +147,16 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     app[GATEWAY_KEY] = gw
     OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
                  config.server.max_body_bytes).install(app)
+    directory = Directory(gw.home / "meta.db")
+    assert gw.admission is not None
+    AdminRoutes(gw.keys, directory, gw.admission).install(app)
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()
 
     async def on_cleanup(_: web.Application) -> None:
         await gw.close()
+        directory.close()
 
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)

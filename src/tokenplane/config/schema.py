@@ -90,6 +90,8 @@ class ModelConfig(_Strict):
     """A model alias that clients name in ``model``."""
 
     alias: str = Field(min_length=1)
+    # a tokenizer spec or model name; "estimate" (or one that cannot be loaded) counts
+    # with the calibrated estimator and flags the counts "input_estimated"
     tokenizer: str = "cl100k_base"
     chat_template: str | None = None
     context_window: int = Field(8192, ge=16)
@@ -147,6 +149,38 @@ class AdmissionConfig(_Strict):
         return v
 
 
+PrincipalLabel = Literal["tenant", "department", "app"]
+
+
+class ObserveConfig(_Strict):
+    """Observability: which principal levels become Prometheus labels (never keys or end
+    users: unbounded), and where OpenTelemetry spans go (OTLP over HTTP; none if unset)."""
+
+    labels: list[PrincipalLabel] = Field(default_factory=lambda: ["tenant"])
+    otlp_endpoint: str | None = None
+    otlp_headers: dict[str, str] = Field(default_factory=dict)
+    service_name: str = Field("tokenplane", min_length=1)
+
+    @field_validator("labels")
+    @classmethod
+    def _unique_labels(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("labels must not repeat")
+        return v
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _otlp_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from urllib.parse import urlparse
+
+        parsed = urlparse(v)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError("not a URL")
+        return v
+
+
 class GatewayConfig(_Strict):
     """The whole configuration. ``data_dir`` defaults to $TOKENPLANE_HOME or ./.tokenplane."""
 
@@ -155,6 +189,7 @@ class GatewayConfig(_Strict):
     database_url: str | None = None
     redis_url: str | None = None
     admission: AdmissionConfig = Field(default_factory=lambda: AdmissionConfig())  # type: ignore[call-arg]
+    observe: ObserveConfig = Field(default_factory=lambda: ObserveConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -52,6 +52,7 @@ class PatternRecognizer:
     def __post_init__(self) -> None:
         self.entities = (self.entity_type,)
         self.context = tuple(w.lower() for w in self.context)
+        self._run = re.compile("[" + re.escape(self.not_after) + "]*" if self.not_after else "")
         self._ignore_case = (
             re.compile(self.pattern.pattern, self.pattern.flags | re.IGNORECASE)
             if self.match_lowered
@@ -107,7 +108,10 @@ class PatternRecognizer:
             if m is None:
                 return
             if not_after and m.start() > 0 and text[m.start() - 1] in not_after:
-                pos = m.start() + 1  # as a look-behind would: try the next start
+                # As a look-behind would, try later starts; every start inside this
+                # run of not_after characters would be rejected too, so skip the run.
+                run = self._run.match(text, m.start())
+                pos = (run.end() if run is not None else m.start()) + 1
                 continue
             pos = m.end() if m.end() > m.start() else m.start() + 1
             start, end = m.span(self.group)

@@ -78,6 +78,7 @@ class HeuristicDetector:
     hidden_weight: float = 0.5
     invisible_weight: float = 0.2
     quoted_factor: float = 0.4
+    prefilter: bool = True  # skip rules none of whose required literals occur
     name: str = "heuristic"
 
     def score(self, text: str, source: Source = "user") -> Verdict:
@@ -117,6 +118,12 @@ class HeuristicDetector:
         hits: list[tuple[Rule, int]] = []
         for rule in self.rules:
             if rule.indirect_only and not indirect:
+                continue
+            if (
+                self.prefilter
+                and rule.literals is not None
+                and not any(s in text for s in rule.literals)
+            ):
                 continue
             m = rule.pattern.search(text)
             if m is not None:

@@ -24,6 +24,9 @@ CONFUSABLES = MappingProxyType(str.maketrans(
     }
 ))  # fmt: skip
 
+_TAG_RE = re.compile(f"[{chr(TAG_FIRST)}-{chr(TAG_LAST)}]")
+_ZERO_WIDTH_RE = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
+_BIDI_RE = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 _SPACED_RE = re.compile(r"\b(?:[a-z] ){4,}[a-z]\b")
 _WS_RE = re.compile(r"\s+")
@@ -74,20 +77,19 @@ def normalize(text: str) -> Normalized:
     """NFKC, invisible characters removed (tag characters decoded), confusables
     mapped to Latin, case folded, whitespace collapsed; base64 blobs decoded."""
     result = Normalized(text="")
-    if any(TAG_FIRST <= ord(c) <= TAG_LAST for c in text if ord(c) > 0xFFFF):
+    if _TAG_RE.search(text):
         text, hidden = _decode_tags(text)
         result.signals.append("invisible_unicode")
         if hidden:
             result.hidden.append(hidden.casefold())
-    if any(c in ZERO_WIDTH for c in text):
+    if _ZERO_WIDTH_RE.search(text):
         result.signals.append("invisible_unicode")
         # Also read it with the invisible characters as word breaks ("ignore<ZWSP>all").
-        spaced = "".join(" " if c in ZERO_WIDTH else c for c in text)
-        result.hidden.append(_fold(spaced))
-        text = "".join(c for c in text if c not in ZERO_WIDTH)
-    if any(c in BIDI_CONTROLS for c in text):
+        result.hidden.append(_fold(_ZERO_WIDTH_RE.sub(" ", text)))
+        text = _ZERO_WIDTH_RE.sub("", text)
+    if _BIDI_RE.search(text):
         result.signals.append("bidi_control")
-        text = "".join(c for c in text if c not in BIDI_CONTROLS)
+        text = _BIDI_RE.sub("", text)
     result.decoded = [_fold(d) for d in _decoded_blobs(text)]
     folded = unicodedata.normalize("NFKC", text).casefold()
     mapped = folded.translate(CONFUSABLES)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tokenplane.governance.injection.literals import required_literals
+
 OVERRIDE = "instruction_override"
 ROLEPLAY = "roleplay_jailbreak"
 EXTRACTION = "prompt_extraction"
@@ -24,10 +26,14 @@ class Rule:
     pattern: re.Pattern[str]
     weight: float
     indirect_only: bool = False  # counts only in context / tool text
+    # Strings every match contains (one of them); None: no usable prefilter.
+    literals: frozenset[str] | None = None
 
 
 def _r(rule_id: str, label: str, pattern: str, weight: float, indirect_only: bool = False) -> Rule:
-    return Rule(rule_id, label, re.compile(pattern), weight, indirect_only)
+    return Rule(
+        rule_id, label, re.compile(pattern), weight, indirect_only, required_literals(pattern)
+    )
 
 
 _PREV = r"(?:previous|prev|its|their|prior|preceding|above|earlier|former|initial|original|foregoing|existing|system|all|any|the|your|my|these|those|every)"

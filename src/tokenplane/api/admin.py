@@ -1,0 +1,267 @@
+"""The admin API under ``/admin/v1``: tenants, departments, apps, keys, limits, budgets.
+
+Every route needs an API key with the admin scope, except reading a tenant's budget
+status, which a key of that tenant may also do (and only for its own tenant).
+Errors use OpenAI's envelope. See docs/ADMISSION.md for the routes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tokenplane.admission.limit_store import (
+    LimitStore,
+    LimitTarget,
+    budget_micros,
+    limits_to_dict,
+)
+from tokenplane.admission.limits import LimitError
+from tokenplane.admission.store import StoreUnavailable
+from tokenplane.api.admin_directory import Directory
+from tokenplane.api.errors import ApiError, invalid
+from tokenplane.auth.keystore import KeyStore
+from tokenplane.auth.principal import Principal
+from tokenplane.pipeline.admission_service import AdmissionService
+
+PREFIX = "/admin/v1"
+_TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    try:
+        data = orjson.loads(raw or b"{}")
+    except orjson.JSONDecodeError:
+        raise invalid("The body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise invalid("The body must be a JSON object.")
+    return data
+
+
+def _name(data: dict[str, Any], field: str = "name") -> str:
+    value = data.get(field)
+    if not isinstance(value, str) or not value or "/" in value:
+        raise invalid(f"'{field}' must be a non-empty string without '/'.", param=field)
+    return value
+
+
+def _opt(data: dict[str, Any], field: str) -> str | None:
+    value = data.get(field)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise invalid(f"'{field}' must be a string.", param=field)
+    return value
+
+
+def target_of(data: dict[str, Any]) -> LimitTarget:
+    unknown = set(data) - set(_TARGET_FIELDS)
+    if unknown:
+        raise invalid(f"Unknown target fields {sorted(unknown)}; use {list(_TARGET_FIELDS)}.")
+    return LimitTarget(_name(data, "tenant"), *(_opt(data, f) for f in _TARGET_FIELDS[1:]))
+
+
+def limit_changes(data: dict[str, Any]) -> dict[str, Any]:
+    """The limits of a request body; ``budget`` (currency units) becomes micros."""
+    changes = dict(data)
+    if "budget" in changes:
+        amount = changes.pop("budget")
+        changes["budget_micros"] = None if amount is None else budget_micros(amount)
+    return changes
+
+
+class AdminRoutes:
+    def __init__(self, keys: KeyStore, directory: Directory, svc: AdmissionService) -> None:
+        self.keys = keys
+        self.directory = directory
+        self.svc = svc
+
+    @property
+    def limits(self) -> LimitStore:
+        return self.svc.limits
+
+    def install(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get(f"{PREFIX}/tenants", self.list_tenants)
+        r.add_post(f"{PREFIX}/tenants", self.create_tenant)
+        r.add_delete(PREFIX + "/tenants/{tenant}", self.delete_tenant)
+        r.add_get(PREFIX + "/tenants/{tenant}/departments", self.list_departments)
+        r.add_post(PREFIX + "/tenants/{tenant}/departments", self.create_department)
+        r.add_delete(PREFIX + "/tenants/{tenant}/departments/{department}",
+                     self.delete_department)
+        r.add_get(PREFIX + "/tenants/{tenant}/apps", self.list_apps)
+        r.add_post(PREFIX + "/tenants/{tenant}/apps", self.create_app)
+        r.add_delete(PREFIX + "/tenants/{tenant}/apps/{app}", self.delete_app)
+        r.add_get(PREFIX + "/tenants/{tenant}/keys", self.list_keys)
+        r.add_post(PREFIX + "/tenants/{tenant}/keys", self.create_key)
+        r.add_delete(PREFIX + "/keys/{key_id}", self.revoke_key)
+        r.add_get(f"{PREFIX}/limits", self.show_limits)
+        r.add_put(f"{PREFIX}/limits", self.set_limits)
+        r.add_delete(f"{PREFIX}/limits", self.delete_limits)
+        r.add_get(PREFIX + "/tenants/{tenant}/budget", self.budget)
+
+    # --- access -------------------------------------------------------------------
+    def _caller(self, request: web.Request) -> Principal:
+        auth = request.headers.get("authorization") or ""
+        scheme, _, key = auth.partition(" ")
+        principal = self.keys.authenticate(key.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            raise ApiError(401, "A valid admin API key is required.", code="invalid_api_key")
+        return principal
+
+    def _admin(self, request: web.Request) -> Principal:
+        principal = self._caller(request)
+        if not principal.admin:
+            raise ApiError(403, "This operation needs an API key with the admin scope.",
+                           code="admin_required")
+        return principal
+
+    def _tenant(self, request: web.Request) -> str:
+        tenant = request.match_info["tenant"]
+        if not self.directory.has_tenant(tenant):
+            raise ApiError(404, f"No tenant '{tenant}'.", code="tenant_not_found")
+        return tenant
+
+    # --- tenants, departments, apps ---------------------------------------------
+    async def list_tenants(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        return _json({"data": self.directory.tenants()})
+
+    async def create_tenant(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        name = _name(await _body(request))
+        self.keys.ensure_scope(name, None, None)
+        return _json({"name": name}, 201)
+
+    async def delete_tenant(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant = self._tenant(request)
+        self.directory.delete_tenant(tenant)
+        self.limits.delete_tenant(tenant)
+        return _json({"deleted": tenant})
+
+    async def list_departments(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        return _json({"data": self.directory.departments(self._tenant(request))})
+
+    async def create_department(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant = self._tenant(request)
+        name = _name(await _body(request))
+        self.keys.ensure_scope(tenant, name, None)
+        return _json({"tenant": tenant, "name": name}, 201)
+
+    async def delete_department(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant, dept = self._tenant(request), request.match_info["department"]
+        if not self.directory.delete_department(tenant, dept):
+            raise ApiError(404, f"No department '{dept}' in '{tenant}'.", code="not_found")
+        return _json({"deleted": dept})
+
+    async def list_apps(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        return _json({"data": self.directory.apps(self._tenant(request))})
+
+    async def create_app(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant = self._tenant(request)
+        data = await _body(request)
+        name, dept = _name(data), _opt(data, "department")
+        self.keys.ensure_scope(tenant, dept, name)
+        return _json({"tenant": tenant, "department": dept, "name": name}, 201)
+
+    async def delete_app(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant, app = self._tenant(request), request.match_info["app"]
+        dept = request.query.get("department") or None
+        if not self.directory.delete_app(tenant, dept, app):
+            raise ApiError(404, f"No app '{app}' in '{tenant}'.", code="not_found")
+        return _json({"deleted": app})
+
+    # --- keys -------------------------------------------------------------------
+    async def list_keys(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        recs = self.keys.list_keys(self._tenant(request))
+        return _json({"data": [
+            {"id": r.id, "prefix": r.prefix, "tenant": r.tenant, "department": r.department,
+             "app": r.app, "name": r.name, "admin": r.admin, "created_at": r.created_at,
+             "revoked_at": r.revoked_at} for r in recs]})
+
+    async def create_key(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tenant = self._tenant(request)
+        data = await _body(request)
+        key, rec = self.keys.create_key(tenant, _opt(data, "department"), _opt(data, "app"),
+                                        _opt(data, "name"), bool(data.get("admin", False)))
+        return _json({"id": rec.id, "key": key, "tenant": tenant, "department": rec.department,
+                      "app": rec.app, "admin": rec.admin,
+                      "note": "The key is shown once; only its hash is stored."}, 201)
+
+    async def revoke_key(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        key_id = request.match_info["key_id"]
+        if not self.keys.revoke(key_id):
+            raise ApiError(404, f"No active key '{key_id}'.", code="not_found")
+        return _json({"revoked": key_id})
+
+    # --- limits -------------------------------------------------------------------
+    async def show_limits(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        entries = self.limits.entries(request.query.get("tenant") or None)
+        return _json({"data": [{"target": e.target.as_dict(), "scope": e.target.scope().label,
+                                "limits": limits_to_dict(e.limits), "updated_at": e.updated_at}
+                               for e in entries]})
+
+    async def set_limits(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        data = await _body(request)
+        target, changes = data.get("target"), data.get("limits")
+        if not isinstance(target, dict) or not isinstance(changes, dict):
+            raise invalid("The body needs 'target' and 'limits' objects.")
+        tgt = target_of(target)
+        try:
+            spec = self.limits.set(tgt, limit_changes(changes))
+        except LimitError as exc:
+            raise invalid(str(exc), param="limits", code="invalid_limit") from None
+        self.svc.refresh()
+        return _json({"target": tgt.as_dict(), "scope": tgt.scope().label,
+                      "limits": limits_to_dict(spec)})
+
+    async def delete_limits(self, request: web.Request) -> web.Response:
+        self._admin(request)
+        tgt = target_of(dict(request.query))
+        if not self.limits.delete(tgt):
+            raise ApiError(404, f"No limits for {tgt.scope().label}.", code="not_found")
+        self.svc.refresh()
+        return _json({"deleted": tgt.as_dict()})
+
+    # --- budget status ------------------------------------------------------------
+    async def budget(self, request: web.Request) -> web.Response:
+        caller = self._caller(request)
+        tenant = request.match_info["tenant"]
+        if not caller.admin and caller.tenant != tenant:
+            # Never confirm another tenant's existence or data.
+            raise ApiError(403, "A key may read its own tenant's budget only.",
+                           code="forbidden")
+        now = time.time()
+        out: list[dict[str, Any]] = []
+        try:
+            for e in self.limits.entries(tenant):
+                scope = e.target.scope()
+                statuses = await self.svc.admission.status(tenant, scope, now)
+                out.append({"target": e.target.as_dict(), "scope": scope.label, "limits": [
+                    {"name": s.limit_name, "kind": s.kind, "unit": s.unit, "limit": s.limit,
+                     "spent": s.spent, "reserved": s.reserved, "remaining": s.remaining,
+                     "resets_at": s.resets_at} for s in statuses]})
+        except StoreUnavailable as exc:
+            raise ApiError(503, f"The admission store is unreachable: {exc}",
+                           code="admission_unavailable") from None
+        return _json({"tenant": tenant, "ts": now, "scopes": out})

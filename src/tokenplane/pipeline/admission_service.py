@@ -1,0 +1,132 @@
+"""What admission needs at request time, built once per worker.
+
+The limit table (from ``meta.db``, reloaded when another process changes it), the
+counter store (in-process, or Redis shared by every replica), the output-length
+predictor, and prices (the meter's price book) to turn tokens into money.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+from tokenplane.admission.factory import make_store
+from tokenplane.admission.limit_store import LimitStore, admission_principal
+from tokenplane.admission.limiter import Admission
+from tokenplane.admission.resilient import ResilientStore
+from tokenplane.admission.scopes import Scope
+from tokenplane.admission.store import CounterStore
+from tokenplane.auth.principal import Principal
+from tokenplane.config.schema import AdmissionConfig
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.pricing import ModelPrice, PriceBook
+from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.pipeline.budget_alerts import BudgetAlerts
+from tokenplane.tokens.predictor import LengthKey, LengthPredictor
+
+log = logging.getLogger("tokenplane.admission")
+
+
+class AdmissionService:
+    """Admission for one gateway worker; the stage and finishers call it."""
+
+    def __init__(self, cfg: AdmissionConfig, limits: LimitStore, store: CounterStore,
+                 metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
+                 alerts: BudgetAlerts) -> None:
+        self.cfg = cfg
+        self.limits = limits
+        self.store = store
+        self.metrics = metrics
+        self.alerts = alerts
+        self.admission = Admission(limits.table, store, ttl_s=cfg.reservation_ttl_s)
+        self.predictor = LengthPredictor(default=cfg.default_output_tokens)
+        self._prices = prices
+        self._price_cache: dict[str, ModelPrice | None] = {}
+        self._price_version = ""
+        if isinstance(store, ResilientStore):
+            resilient = store
+            metrics.track_admission_store(lambda: dataclasses.asdict(resilient.stats))
+
+    @classmethod
+    def build(cls, cfg: AdmissionConfig, redis_url: str | None, home: Path,
+              metrics: GatewayMetrics, prices: Callable[[], PriceBook | None]
+              ) -> AdmissionService:
+        store = make_store(redis_url, failure_mode=cfg.failure_mode, replicas=cfg.replicas,
+                           prefix=cfg.key_prefix, timeout_s=cfg.timeout_s,
+                           probe_interval_s=cfg.probe_interval_s, logger=log)
+        limits = LimitStore(home / "meta.db", reload_s=cfg.limits_reload_s)
+        return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook))
+
+    async def close(self) -> None:
+        await self.alerts.close()
+        await self.store.close()
+        self.limits.close()
+
+    # --- per request --------------------------------------------------------------
+    def refresh(self) -> None:
+        """Pick up limits another process changed (a stat or two, at most every
+        ``limits_reload_s``)."""
+        self.limits.refresh()
+        self.admission.table = self.limits.table
+
+    def note_store_health(self) -> None:
+        if isinstance(self.store, ResilientStore):
+            self.metrics.admission_store_degraded.set(1 if self.store.degraded else 0)
+
+    @staticmethod
+    def scopes(p: Principal, alias: str | None) -> list[Scope]:
+        return admission_principal(p.tenant, p.department, p.app, p.key_id,
+                                   p.end_user).scope_chain(alias)
+
+    @staticmethod
+    def length_key(p: Principal, alias: str) -> LengthKey:
+        return LengthKey(p.tenant, p.app or "", alias)
+
+    def predict(self, p: Principal, alias: str, prompt_tokens: int) -> int | None:
+        if not self.cfg.predict_output:
+            return None
+        return self.predictor.predict(self.length_key(p, alias), prompt_tokens)
+
+    def observe(self, p: Principal, alias: str, prompt_tokens: int, output_tokens: int) -> None:
+        self.predictor.observe(self.length_key(p, alias), prompt_tokens, output_tokens)
+
+    # --- money --------------------------------------------------------------------
+    def _price(self, alias: str) -> ModelPrice | None:
+        book = self._prices()
+        if book is None:
+            return None
+        if book.version != self._price_version:
+            self._price_cache, self._price_version = {}, book.version
+        if alias not in self._price_cache:
+            probe = UsageEvent(request_id="", attempt=0, ts=0.0, model=alias)
+            self._price_cache[alias] = book.model_price(probe)
+        return self._price_cache[alias]
+
+    def cost(self, alias: str, input_tokens: int, output_tokens: int, *, cached: int = 0,
+             reasoning: int = 0) -> int:
+        """Cost in micros, priced exactly like the ledger prices the usage event."""
+        price = self._price(alias)
+        if price is None:
+            return 0
+        event = UsageEvent(request_id="", attempt=0, ts=0.0, model=alias,
+                           input_tokens=input_tokens, cached_input_tokens=cached,
+                           output_tokens=output_tokens, reasoning_tokens=reasoning)
+        return price.for_prompt(input_tokens).cost_micros(event)
+
+    def output_cost(self, alias: str, prompt_tokens: int, tokens: int) -> int:
+        """Upper bound of the cost of ``tokens`` more output tokens (for stream debits)."""
+        price = self._price(alias)
+        if price is None:
+            return 0
+        p = price.for_prompt(prompt_tokens)
+        per = max(p.output, p.reasoning if p.reasoning is not None else p.output)
+        return math.ceil(per * Decimal(tokens))
+
+    @staticmethod
+    def now() -> float:
+        return time.time()

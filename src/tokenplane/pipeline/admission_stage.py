@@ -1,0 +1,180 @@
+"""The admission stage and finisher: reserve before the upstream call, debit a stream
+while it runs, settle with the real usage when the request ends.
+
+* :class:`AdmissionStage` reserves the exact prompt plus the predicted output (and
+  its cost) at every scope of the caller's chain at once; 429 on a denial (``code``
+  tells a rate limit from a budget), 503 when the shared store is down and the policy
+  is fail-closed. The ``x-ratelimit-*`` headers of the grant go on the response.
+* :class:`StreamDebit` (installed as ``ctx.stream_guard``) debits ``G`` output tokens
+  *before* forwarding tokens beyond those covered; when a limit runs out the relay
+  ends the stream with ``finish_reason: "length"``.
+* :class:`AdmissionFinisher` replaces the reservation by the real usage, or releases
+  it when the request never reached the upstream.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tokenplane.admission.amounts import Amounts
+from tokenplane.admission.errors import denial_error, unavailable_error
+from tokenplane.admission.headers import ratelimit_headers
+from tokenplane.admission.outcomes import Denial, Grant
+from tokenplane.admission.planning import plan_reservation
+from tokenplane.admission.store import StoreUnavailable
+from tokenplane.config.schema import ModelConfig
+from tokenplane.pipeline.admission_service import AdmissionService
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.meter_stage import settled_counts
+
+TICKET = "admission"
+
+
+@dataclass(slots=True)
+class Ticket:
+    """A request's reservation, kept on ``ctx.extra[TICKET]`` until it is settled."""
+
+    grant: Grant
+    prompt_tokens: int
+
+
+def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
+    """``x-ratelimit-*`` for the rate limit that refused (nothing for budgets)."""
+    if denial.code != "rate_limit_exceeded":
+        return {}
+    name = "requests" if denial.unit == "requests" else "tokens"
+    wait = denial.retry_after_s
+    reset = "0s" if wait is None else (f"{max(0, round(wait * 1000))}ms" if wait < 1
+                                       else f"{int(wait) + (wait % 1 > 0)}s")
+    return {f"x-ratelimit-limit-{name}": str(denial.limit),
+            f"x-ratelimit-remaining-{name}": str(max(0, denial.remaining)),
+            f"x-ratelimit-reset-{name}": reset}
+
+
+class StreamDebit:
+    """Pre-debits a stream's output ``granularity`` tokens at a time."""
+
+    def __init__(self, svc: AdmissionService, ctx: RequestContext, grant: Grant,
+                 covered: int, granularity: int, step_cost: int) -> None:
+        self.svc = svc
+        self.ctx = ctx
+        self.grant = grant
+        self.covered = covered
+        self.granularity = granularity
+        self.step_cost = step_cost
+        self.debits = 0
+        self.note: dict[str, Any] = {}
+
+    async def extend(self, produced: int) -> bool:
+        svc = self.svc
+        while self.covered < produced:
+            try:
+                res = await svc.admission.debit(self.grant, self.granularity, time.time(),
+                                                cost_micros=self.step_cost)
+            except StoreUnavailable as exc:
+                return self._stop("admission_unavailable", f"Admission store unavailable: {exc}")
+            svc.alerts.emit(self.grant.tenant, res.alerts)
+            if not res.ok:
+                if res.denial is None:
+                    return self._stop("reservation_expired",
+                                      "The request's reservation expired before it ended.")
+                return self._stop(res.denial.code, res.denial.message)
+            self.covered += self.granularity
+            self.debits += 1
+        return True
+
+    def _stop(self, code: str, message: str) -> bool:
+        self.note = {"code": code, "message": message}
+        self.ctx.flags.append("budget_stopped")
+        self.svc.metrics.budget_stream_stops.labels(code, self.grant.tenant).inc()
+        return False
+
+    def end_note(self) -> dict[str, Any]:
+        return dict(self.note)
+
+
+class AdmissionStage:
+    """Reserves at every scope of the caller's chain, or refuses the request."""
+
+    def __init__(self, svc: AdmissionService) -> None:
+        self.svc = svc
+
+    async def run(self, ctx: RequestContext) -> None:
+        svc, p, alias = self.svc, ctx.principal, ctx.alias
+        if p is None or alias is None or not svc.cfg.enabled:
+            return
+        svc.refresh()
+        scopes = svc.scopes(p, alias)
+        now = time.time()
+        prompt = ctx.counts.prompt
+        embeddings = ctx.operation == "embeddings"
+        try:
+            allowed: int | None = None
+            if svc.cfg.clamp_max_tokens and not embeddings:
+                allowed = await svc.admission.allowed_tokens(scopes, now, prompt_tokens=prompt)
+                if allowed == 0:
+                    allowed = None  # nothing left: let the reservation say which limit
+            plan = plan_reservation(
+                prompt, max_tokens=0 if embeddings else ctx.max_tokens,
+                predicted_output=None if embeddings else svc.predict(p, alias, prompt),
+                default_output=svc.cfg.default_output_tokens, allowed_output=allowed,
+                cost=lambda i, o: svc.cost(alias, i, o),
+            )
+            result = await svc.admission.reserve(scopes, plan.amounts, now,
+                                                 reservation_id=ctx.request_id)
+        except StoreUnavailable as exc:
+            svc.note_store_health()
+            svc.metrics.admission_unavailable.labels(p.tenant).inc()
+            raise unavailable_error(exc) from None
+        svc.note_store_health()
+        if isinstance(result, Denial):
+            svc.metrics.admission_denials.labels(result.code, result.scope.kind, p.tenant).inc()
+            raise denial_error(result, extra_headers=denial_ratelimit_headers(result))
+        ctx.extra[TICKET] = Ticket(result, prompt)
+        ctx.response_headers.update(ratelimit_headers(result.headroom))
+        svc.alerts.emit(p.tenant, result.alerts)
+        if plan.clamped and plan.max_tokens is not None and not embeddings:
+            self._clamp(ctx, plan.max_tokens)
+        if ctx.stream and result.limits and not embeddings:
+            g = svc.cfg.debit_granularity
+            ctx.stream_guard = StreamDebit(svc, ctx, result, plan.amounts.output_tokens, g,
+                                           svc.output_cost(alias, prompt, g))
+
+    def _clamp(self, ctx: RequestContext, max_tokens: int) -> None:
+        assert ctx.principal is not None
+        param = "max_completion_tokens" if "max_completion_tokens" in ctx.body else "max_tokens"
+        ctx.body[param] = max_tokens
+        ctx.max_tokens = max_tokens
+        ctx.flags.append("max_tokens_clamped")
+        self.svc.metrics.max_tokens_clamped.labels(ctx.principal.tenant).inc()
+
+
+class AdmissionFinisher:
+    """Settles the request's reservation exactly once: real usage, or a release."""
+
+    def __init__(self, svc: AdmissionService,
+                 count_text: Callable[[ModelConfig, str], int]) -> None:
+        self.svc = svc
+        self.count_text = count_text
+
+    async def finish(self, ctx: RequestContext) -> None:
+        ticket = ctx.extra.pop(TICKET, None)
+        if not isinstance(ticket, Ticket):
+            return
+        svc, grant, now = self.svc, ticket.grant, time.time()
+        if ctx.upstream_start is None:  # never sent: refund everything
+            settlement = await svc.admission.release(grant, now)
+        else:
+            c = settled_counts(ctx, self.count_text)
+            alias = ctx.alias or ""
+            cost = svc.cost(alias, c.prompt, c.output, cached=c.cached, reasoning=c.reasoning)
+            actual = Amounts(1, c.prompt, c.output, cost)
+            settlement = await svc.admission.reconcile(grant, actual, now)
+            p = ctx.principal
+            if (p is not None and ctx.status == "ok" and ctx.operation != "embeddings"
+                    and "budget_stopped" not in ctx.flags):
+                svc.observe(p, alias, c.prompt, c.output)
+        svc.alerts.emit(grant.tenant, settlement.alerts)
