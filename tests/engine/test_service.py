@@ -7,9 +7,10 @@ from typing import Any
 import orjson
 import pytest
 
-from tokenplane.engine.defaults import TiktokenTokenizer, simple_prompt_ids
+from tokenplane.engine.defaults import simple_prompt_ids
 from tokenplane.engine.generation import SimulatedDrop
 from tokenplane.engine.service import EngineService, ServiceResponse
+from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"
 LONG = "The quick brown fox jumps over the lazy dog while the band plays on. " * 30
@@ -40,7 +41,7 @@ def parse_sse(raw: list[bytes]) -> list[dict[str, Any]]:
 
 
 async def test_chat_non_stream_usage_is_exact(
-    service: EngineService, tokenizer: TiktokenTokenizer
+    service: EngineService, tokenizer: Tokenizer
 ) -> None:
     body = chat_body(max_tokens=37)
     resp = await post(service, "/v1/chat/completions", body)
@@ -80,7 +81,7 @@ async def test_shared_prompt_reports_cached_tokens(service: EngineService) -> No
     assert stats.prefix_hits == cached and stats.prefix_queries == 2 * prompt
 
 
-async def test_chat_stream_with_usage(service: EngineService, tokenizer: TiktokenTokenizer) -> None:
+async def test_chat_stream_with_usage(service: EngineService, tokenizer: Tokenizer) -> None:
     body = chat_body(max_tokens=12, stream=True, stream_options={"include_usage": True})
     resp = await post(service, "/v1/chat/completions", body)
     assert resp.status == 200 and resp.headers["content-type"] == "text/event-stream"
@@ -106,7 +107,7 @@ async def test_stream_without_usage_has_no_usage_chunk(service: EngineService) -
 
 
 async def test_completions_stream_and_non_stream(
-    service: EngineService, tokenizer: TiktokenTokenizer
+    service: EngineService, tokenizer: Tokenizer
 ) -> None:
     body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 9}
     data = orjson.loads((await post(service, "/v1/completions", body)).body or b"")
@@ -201,7 +202,7 @@ async def test_closing_unstarted_stream_aborts(paced_service: EngineService) -> 
     assert not paced_service.engine.has_work()
 
 
-async def test_reasoning_effort(service: EngineService, tokenizer: TiktokenTokenizer) -> None:
+async def test_reasoning_effort(service: EngineService, tokenizer: Tokenizer) -> None:
     body = chat_body(max_tokens=40, reasoning_effort="medium")
     data = orjson.loads((await post(service, "/v1/chat/completions", body)).body or b"")
     msg = data["choices"][0]["message"]
@@ -216,7 +217,7 @@ async def test_reasoning_effort(service: EngineService, tokenizer: TiktokenToken
 
 
 async def test_metrics_tokenize_models_health_embeddings(
-    service: EngineService, tokenizer: TiktokenTokenizer
+    service: EngineService, tokenizer: Tokenizer
 ) -> None:
     await post(service, "/v1/chat/completions", chat_body(max_tokens=4))
     metrics = await service.handle("GET", "/metrics", b"", {})

@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplane.engine.core import Engine, EngineRequest
-from tokenplane.engine.defaults import TiktokenTokenizer
+from tokenplane.engine.defaults import default_tokenizer
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
 from tokenplane.engine.virtual import run_virtual
 
-TOKENIZER = TiktokenTokenizer()
+TOKENIZER = default_tokenizer()
 POOL = WordPool(TOKENIZER)
 
 

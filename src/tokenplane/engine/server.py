@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from tokenplane.engine.defaults import PromptIds, TiktokenTokenizer, simple_prompt_ids
+from tokenplane.engine.defaults import PromptIds, default_tokenizer, simple_prompt_ids
 from tokenplane.engine.generation import SimulatedDrop
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.service import EngineService
@@ -90,7 +90,7 @@ async def serve_replicas(
     if replicas < 1:
         raise ValueError("replicas must be >= 1")
     prof = get_profile(profile)
-    tok = tokenizer if tokenizer is not None else TiktokenTokenizer()
+    tok = tokenizer if tokenizer is not None else default_tokenizer()
     build_ids = prompt_ids if prompt_ids is not None else simple_prompt_ids(tok)
     runners: list[web.AppRunner] = []
     ports: list[int] = []

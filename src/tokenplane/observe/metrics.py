@@ -6,11 +6,13 @@ levels that the operator chose to expose (tenant by default; never keys or users
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from tokenplane.auth.principal import Principal
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1)
@@ -18,21 +20,37 @@ TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25,
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+PRINCIPAL_LEVELS = ("tenant", "department", "app")  # never key ids or end users
+LedgerStats = Callable[[], Mapping[str, object]]
+ErrorSource = Callable[[], Iterable[tuple[Sequence[str], float, int]]]
+
+
 class GatewayMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    """``principal_labels``: the principal levels (of tenant, department, app) that label
+    the request, token and cost counters, in that order; tenant alone by default."""
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None,
+        principal_labels: Sequence[str] = ("tenant",),
+    ) -> None:
+        bad = [lv for lv in principal_labels if lv not in PRINCIPAL_LEVELS]
+        if bad:
+            raise ValueError(f"principal labels must be among {PRINCIPAL_LEVELS}, not {bad}")
+        self.principal_labels = tuple(principal_labels)
+        pl = list(self.principal_labels)
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(
             "tokenplane_requests", "Requests by model alias, operation and outcome.",
-            ["model", "operation", "status", "code", "tenant"], registry=r,
+            ["model", "operation", "status", "code", *pl], registry=r,
         )
         self.tokens = Counter(
             "tokenplane_tokens", "Tokens by model alias and kind (input sources, cached, "
-            "output, reasoning).", ["model", "kind", "tenant"], registry=r,
+            "output, reasoning).", ["model", "kind", *pl], registry=r,
         )
         self.cost = Counter(
-            "tokenplane_cost_micros", "Cost in micro-units of the model's currency.",
-            ["model", "currency", "tenant"], registry=r,
+            "tokenplane_cost_micros", "Cost in micro-units of the model's currency, as "
+            "priced into the ledger.", ["model", "currency", *pl], registry=r,
         )
         self.ttft = Histogram(
             "tokenplane_time_to_first_token_seconds", "Time to first token "
@@ -94,6 +112,24 @@ class GatewayMetrics:
         unavailable, fallback_ops, recoveries, orphaned_settlements, unenforced_debits)."""
         self.registry.register(_StatsCollector("tokenplane_admission_store", stats))
 
+    def principal_values(self, p: Principal | None) -> tuple[str, ...]:
+        """Label values of the configured principal levels ('' where unknown)."""
+        if p is None:
+            return ("",) * len(self.principal_labels)
+        return tuple(getattr(p, level) or "" for level in self.principal_labels)
+
+    def track_ledger(self, stats: LedgerStats) -> None:
+        """Export the meter's counters at scrape time (``tokenplane_ledger_*``): events
+        journaled, committed (fsynced), flushed, inserted, recovered; fsyncs, sink
+        errors; gauges for the flush lag (events) and the last flush time."""
+        self.registry.register(_LedgerCollector(stats))
+
+    def track_errors(self, name: str, doc: str, labels: Sequence[str],
+                     source: ErrorSource) -> None:
+        """A gauge ``<name>`` (relative error) and ``<name>_samples`` read at scrape time
+        from ``source()``: (label values, error, samples) per series."""
+        self.registry.register(_ErrorCollector(name, doc, list(labels), source))
+
     def render(self) -> bytes:
         data: bytes = generate_latest(self.registry)
         return data
@@ -112,6 +148,60 @@ class _StatsCollector:
                                       f"Admission store: {name.replace('_', ' ')}.")
             fam.add_metric([], value)
             yield fam
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+_LEDGER_COUNTERS = {
+    "journaled": "Usage events appended to this worker's journal.",
+    "committed": "Usage events fsynced to the journal.",
+    "flushed": "Usage events handed to the ledger sink.",
+    "inserted": "Ledger rows inserted (replays of present rows excluded).",
+    "recovered": "Usage events replayed from journals at start or adopted.",
+    "syncs": "Journal fsyncs (group commits).",
+    "sink_errors": "Ledger sink write failures (retried from the journal).",
+}
+
+
+class _LedgerCollector:
+    def __init__(self, stats: LedgerStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats()
+        for name, doc in _LEDGER_COUNTERS.items():
+            value = s.get(name)
+            if isinstance(value, int | float):
+                fam = CounterMetricFamily(f"tokenplane_ledger_{name}", doc)
+                fam.add_metric([], value)
+                yield fam
+        lag = s.get("lag")
+        if isinstance(lag, int | float):
+            yield GaugeMetricFamily("tokenplane_ledger_lag_events", "Events committed to the "
+                                    "journal but not yet flushed to the ledger.", value=lag)
+        last = s.get("last_flush_ts")
+        if isinstance(last, int | float):
+            yield GaugeMetricFamily("tokenplane_ledger_last_flush_timestamp_seconds",
+                                    "When the flusher last wrote to the ledger.", value=last)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class _ErrorCollector:
+    def __init__(self, name: str, doc: str, labels: list[str], source: ErrorSource) -> None:
+        self.name, self.doc, self.labels, self.source = name, doc, labels, source
+
+    def collect(self) -> Iterator[Metric]:
+        err = GaugeMetricFamily(self.name, self.doc, labels=self.labels)
+        n = GaugeMetricFamily(f"{self.name}_samples", f"Samples behind {self.name}.",
+                              labels=self.labels)
+        for values, error, samples in self.source():
+            err.add_metric(list(values), error)
+            n.add_metric(list(values), samples)
+        yield err
+        yield n
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

@@ -1,20 +1,32 @@
 """Per-alias prompt counting: the gateway's counter and the simulated engine's ground
 truth come from the same chat template, so a sim replica's ``usage`` and the
-gateway's count agree exactly."""
+gateway's count agree exactly.
+
+An alias whose tokenizer is ``estimate``, or whose spec cannot be resolved or loaded,
+is counted by the calibrated :class:`Estimator` (results flagged ``input_estimated``);
+the meter finisher calibrates it with the upstream's reported prompt counts. A
+simulated replica of such an alias still needs real ids: it uses ``cl100k_base``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tokenplane.config.schema import ModelConfig
+from tokenplane.pipeline.estimated_counting import EstimatingCounter
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
-from tokenplane.tokens.registry import TokenizerRegistry
+from tokenplane.tokens.estimator import Estimator
+from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
 from tokenplane.tokens.segments import SegmentCache
 from tokenplane.tokens.templates import make_template
 
+log = logging.getLogger("tokenplane.tokens")
+ESTIMATE = "estimate"
+SIM_FALLBACK_SPEC = "tiktoken:cl100k_base"
 _FAMILY_BY_KIND = {"tiktoken": "openai", "qwen": "qwen", "deepseek": "deepseek", "hf": "chatml"}
 
 
@@ -36,27 +48,72 @@ def family_for(model: ModelConfig, spec: str) -> str:
 
 
 class ModelCounters:
-    """One :class:`ChatCounter` per alias, sharing a registry and a segment cache."""
+    """One :class:`ChatCounter` per alias, sharing a registry and a segment cache; an
+    :class:`EstimatingCounter` for the aliases with no usable tokenizer."""
 
     def __init__(
         self, models: list[ModelConfig], registry: TokenizerRegistry | None = None,
-        cache: SegmentCache | None = None,
+        cache: SegmentCache | None = None, estimator: Estimator | None = None,
     ) -> None:
         self.registry = registry or TokenizerRegistry()
         self.cache = cache or SegmentCache()
+        self.estimator = estimator or Estimator()
         self._by_alias: dict[str, ChatCounter] = {}
+        self._estimated: dict[str, EstimatingCounter] = {}
         for m in models:
-            spec = normalize_spec(m.tokenizer)
-            template = make_template(family_for(m, spec), self.registry.get(spec))
-            self._by_alias[m.alias] = ChatCounter(template, self.cache)
+            counter = self._exact_counter(m)
+            if counter is None:
+                self._estimated[m.alias] = EstimatingCounter(m.alias, self.estimator, self.cache)
+                family = m.chat_template or "chatml"
+                counter = ChatCounter(
+                    make_template(family, self.registry.get(SIM_FALLBACK_SPEC)), self.cache,
+                    exact=False,
+                )
+            self._by_alias[m.alias] = counter
+
+    def _exact_counter(self, m: ModelConfig) -> ChatCounter | None:
+        """The real tokenizer's counter, or None when the alias must be estimated."""
+        if m.tokenizer == ESTIMATE:
+            return None
+        spec = normalize_spec(m.tokenizer)
+        try:
+            return ChatCounter(make_template(family_for(m, spec), self.registry.get(spec)),
+                               self.cache)
+        except UnknownTokenizerError as first:
+            rule = self.registry.resolve(m.tokenizer)  # perhaps a model name
+            if rule is not None:
+                try:
+                    template = make_template(m.chat_template or rule.family,
+                                             self.registry.get(rule.spec))
+                    return ChatCounter(template, self.cache, rule.exact)
+                except UnknownTokenizerError:
+                    pass
+            log.warning("model %s: tokenizer %r unavailable (%s); counting with the "
+                        "calibrated estimator", m.alias, m.tokenizer, first)
+            return None
+
+    def is_estimated(self, alias: str) -> bool:
+        return alias in self._estimated
+
+    @property
+    def estimated_aliases(self) -> list[str]:
+        return list(self._estimated)
 
     def counter(self, alias: str) -> ChatCounter:
         return self._by_alias[alias]
 
     def tokenizer(self, alias: str) -> Tokenizer:
+        """The tokenizer of ``alias`` (for an estimated alias, the simulated engine's)."""
         return self._by_alias[alias].template.tokenizer
 
     def count(self, model: ModelConfig, operation: str, body: dict[str, Any]) -> CountResult:
+        est = self._estimated.get(model.alias)
+        if est is not None:
+            if operation == "chat":
+                return est.count_chat(body["messages"], body.get("tools"))
+            key = "prompt" if operation == "text_completion" else "input"
+            value = body[key]
+            return est.count_texts([value] if isinstance(value, str) else value)
         c = self._by_alias[model.alias]
         if operation == "chat":
             return c.count(body["messages"], body.get("tools"))
@@ -74,7 +131,15 @@ class ModelCounters:
                 total += len(item)
         return CountResult(TokenCounts(user=total))
 
+    def calibrate(self, alias: str, features: Mapping[str, int], reported_prompt: int) -> None:
+        """Refine the estimator of ``alias`` with the upstream's reported prompt count."""
+        if alias in self._estimated and features:
+            self.estimator.observe(alias, features, reported_prompt)
+
     def count_text(self, model: ModelConfig, text: str) -> int:
+        est = self._estimated.get(model.alias)
+        if est is not None:
+            return est.count_text(text)
         return self._by_alias[model.alias].count_text(text)
 
     def prompt_ids(self, alias: str) -> Callable[[dict[str, Any], str], list[int]]:

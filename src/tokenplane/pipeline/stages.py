@@ -101,6 +101,11 @@ class PromptCounter(Protocol):
 class CountResult(Protocol):
     counts: TokenCounts
     system_fingerprint: str | None
+    exact: bool
+    flags: frozenset[str]
+
+
+INPUT_FEATURES = "input_features"  # ctx.extra: estimator features of an estimated prompt
 
 
 class TokensStage:
@@ -115,6 +120,11 @@ class TokensStage:
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
         ctx.estimated_input_tokens = result.counts.prompt
+        if result.flags:
+            ctx.flags.extend(f for f in sorted(result.flags) if f not in ctx.flags)
+        features = getattr(result, "features", None)
+        if features:
+            ctx.extra[INPUT_FEATURES] = features
         if ctx.operation == "embeddings":
             return
         window = ctx.model.context_window

@@ -1,0 +1,136 @@
+"""``tokenplane limits``: set, show and delete budgets and rate limits.
+
+Limits live in the data directory's ``meta.db``; running gateways pick a change up
+within ``admission.limits_reload_s`` (1 s by default).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tokenplane.admission.limit_store import (
+    LimitStore,
+    LimitTarget,
+    budget_micros,
+    limits_to_dict,
+)
+from tokenplane.admission.limits import LimitError
+from tokenplane.cli.common import data_dir
+
+Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
+Tenant = Annotated[str, typer.Option(help="Tenant.")]
+Dept = Annotated[str | None, typer.Option(help="Department (also qualifies --app).")]
+App = Annotated[str | None, typer.Option("--app", help="App.")]
+KeyId = Annotated[str | None, typer.Option("--key-id", help="API key id (key_...).")]
+User = Annotated[str | None, typer.Option("--user", help="End user (the request's 'user').")]
+Model = Annotated[str | None, typer.Option("--model", help="Only this model alias.")]
+Count = Annotated[int | None, typer.Option(min=0)]
+
+
+def _target(tenant: str, department: str | None, app: str | None, key_id: str | None,
+            user: str | None, model: str | None) -> LimitTarget:
+    return LimitTarget(tenant, department, app, key_id, user, model)
+
+
+def register(app: typer.Typer) -> None:
+    limits = typer.Typer(help="Budgets and rate limits per scope.", no_args_is_help=True)
+    app.add_typer(limits, name="limits")
+
+    @limits.command("set")
+    def set_(
+        tenant: Tenant,
+        department: Dept = None,
+        app_: App = None,
+        key_id: KeyId = None,
+        user: User = None,
+        model: Model = None,
+        rpm: Annotated[int | None, typer.Option(min=0, help="Requests per minute.")] = None,
+        tpm: Annotated[int | None, typer.Option(min=0, help="Tokens per minute.")] = None,
+        tpm_unit: Annotated[str | None, typer.Option(
+            help="What --tpm counts: total_tokens (default), input_tokens, output_tokens."
+        )] = None,
+        tokens_per_day: Annotated[int | None, typer.Option(min=0)] = None,
+        tokens_per_month: Annotated[int | None, typer.Option(min=0)] = None,
+        budget: Annotated[str | None, typer.Option(
+            help="Money budget per period, in the price table's currency (e.g. 250.00)."
+        )] = None,
+        period: Annotated[str | None, typer.Option(
+            help="Budget period: daily, weekly or monthly (UTC calendar)."
+        )] = None,
+        max_concurrent: Annotated[int | None, typer.Option(min=0)] = None,
+        max_tokens_in_flight: Annotated[int | None, typer.Option(min=0)] = None,
+        home: Home = None,
+    ) -> None:
+        """Set limits of one scope (merged with the ones it has)."""
+        changes: dict[str, Any] = {
+            k: v for k, v in (("rpm", rpm), ("tpm", tpm), ("tpm_unit", tpm_unit),
+                              ("tokens_per_day", tokens_per_day),
+                              ("tokens_per_month", tokens_per_month),
+                              ("budget_period", period), ("max_concurrent", max_concurrent),
+                              ("max_tokens_in_flight", max_tokens_in_flight))
+            if v is not None
+        }
+        store = LimitStore(data_dir(home) / "meta.db")
+        try:
+            if budget is not None:
+                changes["budget_micros"] = budget_micros(budget)
+            if not changes:
+                typer.echo("nothing to set: give at least one limit (see --help)", err=True)
+                raise typer.Exit(2)
+            target = _target(tenant, department, app_, key_id, user, model)
+            spec = store.set(target, changes)
+        except LimitError as exc:
+            typer.echo(f"invalid limit: {exc}", err=True)
+            raise typer.Exit(2) from None
+        finally:
+            store.close()
+        typer.echo(f"{target.scope().label}: {_describe(limits_to_dict(spec))}")
+
+    @limits.command("show")
+    def show(tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
+             home: Home = None) -> None:
+        """List every scope's limits."""
+        store = LimitStore(data_dir(home) / "meta.db")
+        try:
+            entries = store.entries(tenant)
+        finally:
+            store.close()
+        table = Table("tenant", "department", "app", "key", "user", "model", "limits",
+                      "updated")
+        for e in entries:
+            t = e.target
+            table.add_row(t.tenant, t.department or "", t.app or "", t.key_id or "",
+                          t.user or "", t.model or "", _describe(limits_to_dict(e.limits)),
+                          time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.updated_at)))
+        Console(width=200).print(table)
+
+    @limits.command("delete")
+    def delete(tenant: Tenant, department: Dept = None, app_: App = None,
+               key_id: KeyId = None, user: User = None, model: Model = None,
+               home: Home = None) -> None:
+        """Remove every limit of one scope."""
+        store = LimitStore(data_dir(home) / "meta.db")
+        target = _target(tenant, department, app_, key_id, user, model)
+        try:
+            ok = store.delete(target)
+        finally:
+            store.close()
+        if not ok:
+            typer.echo(f"no limits for {target.scope().label}", err=True)
+            raise typer.Exit(1)
+        typer.echo(f"deleted the limits of {target.scope().label}")
+
+
+def _describe(spec: dict[str, Any]) -> str:
+    parts = []
+    for name, value in spec.items():
+        if name == "budget_micros":
+            parts.append(f"budget={value / 1_000_000:g}")
+        elif name != "budget_resets_at":
+            parts.append(f"{name}={value}")
+    return " ".join(parts) or "(none)"
