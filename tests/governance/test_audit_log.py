@@ -10,7 +10,7 @@ from cryptography.exceptions import InvalidTag
 from tokenplane.governance.audit.content import Retention, decrypt_content
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.query import export_jsonl, search
-from tokenplane.governance.audit.segments import list_segments
+from tokenplane.governance.audit.segments import HEAD_NAME, list_segments
 from tokenplane.governance.audit.verify import verify
 
 from .audit_helpers import KEY, T0, build, entry, lines
@@ -135,3 +135,17 @@ def test_search_skips_days_outside_the_window(tmp_path: Path) -> None:
     build(tmp_path, 8, step=43_200.0)  # two records a day over four days
     got = search(tmp_path, tenant="acme", since=T0 + 86_400.0, until=T0 + 2 * 86_400.0)
     assert [r["request_id"] for r in got] == ["req-2", "req-3"]
+
+
+def test_records_past_a_stale_head_are_adopted_visibly(tmp_path: Path) -> None:
+    build(tmp_path, 4, checkpoint_every=100)  # seq 0..3
+    stale_head = (tmp_path / HEAD_NAME).read_bytes()
+    log = AuditLog(tmp_path, KEY, checkpoint_every=100)
+    log.append(entry(4), ts=T0 + 4)  # seq 4
+    log.close()
+    (tmp_path / HEAD_NAME).write_bytes(stale_head)  # as if the head update was lost
+    assert "not covered by the signed head" in verify(tmp_path, KEY).reason
+    AuditLog(tmp_path, KEY).close()
+    assert verify(tmp_path, KEY).ok
+    last = orjson.loads(lines(tmp_path)[-1])
+    assert last["kind"] == "checkpoint" and last["adopted_unsigned"] == [4, 4]

@@ -8,6 +8,7 @@ from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
 from tokenplane.cli.serve_cmd import register as register_serve
+from tokenplane.cli.simulate_cmd import register as register_simulate
 
 
 def build_cli() -> typer.Typer:
@@ -19,6 +20,7 @@ def build_cli() -> typer.Typer:
     register_keys(app)
     register_limits(app)
     register_config(app)
+    register_simulate(app)
     return app
 
 

@@ -212,7 +212,9 @@ class AuditLog:
 
     def _resume(self) -> None:
         """Continue an existing log: next seq and hash from the signed head and the
-        last segment (records past a stale head, left by a crash, are kept)."""
+        last segment. Records past a stale head (a crash between a write and the head
+        update) are kept, and a checkpoint naming them (``adopted_unsigned``) is
+        appended, so an auditor sees which records were signed only afterwards."""
         self._seq = 0
         self._prev = GENESIS
         self._buffered = 0
@@ -234,8 +236,12 @@ class AuditLog:
         self._roll = True  # never append into a segment written by an earlier process
         tail = _last_record(last)
         if tail is not None and int(tail["seq"]) >= self._seq:
+            adopted = [self._seq, int(tail["seq"])]
             self._seq, self._prev = int(tail["seq"]) + 1, str(tail["hash"])
-            self._head_dirty = True
+            ts = float(tail["ts"])
+            mac = self.keys.sign(checkpoint_claim(self._seq, ts, self._prev))
+            self._write({"kind": "checkpoint", "mac": mac, "adopted_unsigned": adopted}, ts)
+            self._since_checkpoint = 0
 
 
 _TAIL_BYTES = 4 * 1024 * 1024

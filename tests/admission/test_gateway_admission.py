@@ -1,0 +1,250 @@
+"""Admission through a real gateway and the official openai client: 429s with the
+right code and headers, x-ratelimit headers on every answer, the hierarchy, a stream
+cut by its budget, max_tokens clamping and budget alerts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from aiohttp import web
+
+from tests.gateway.harness import GatewayThread, free_port, sim_config
+from tokenplane.admission import Scope
+from tokenplane.admission.limit_store import LimitTarget
+
+MODEL = "sim-llama3-8b"
+MESSAGES: list[Any] = [{"role": "user", "content": "Name three prime numbers."}]
+
+
+def _config(**admission: Any) -> dict[str, Any]:
+    cfg = sim_config(replicas=1, profile="instant")
+    cfg["admission"] = {"default_output_tokens": 8, "predict_output": False,
+                        "limits_reload_s": 0, **admission}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
+    g = GatewayThread(_config(), Path(tmp_path_factory.mktemp("adm"))).start()
+    yield g
+    g.stop()
+
+
+def _client(gw: GatewayThread, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0)
+
+
+def _limit(gw: GatewayThread, target: LimitTarget, **limits: Any) -> None:
+    svc = gw.gateway.admission
+    assert svc is not None
+    svc.limits.set(target, limits)
+
+
+def _prompt_tokens(gw: GatewayThread) -> int:
+    return len(gw.gateway.counters.prompt_ids(MODEL)({"messages": MESSAGES}, "chat"))
+
+
+def _spent(gw: GatewayThread, tenant: str, scope: Scope, name: str) -> int:
+    svc = gw.gateway.admission
+    assert svc is not None
+    statuses = gw.call(svc.admission.status(tenant, scope, svc.now()))
+    return next(s.spent for s in statuses if s.limit_name == name)
+
+
+def test_success_answers_carry_ratelimit_headers(gw: GatewayThread) -> None:
+    _limit(gw, LimitTarget("hdr"), rpm=100, tpm=100_000)
+    client = _client(gw, gw.create_key("hdr", app="a"))
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=MESSAGES, max_tokens=5)
+    h = raw.headers
+    assert h["x-ratelimit-limit-requests"] == "100"
+    assert h["x-ratelimit-remaining-requests"] == "99"
+    assert h["x-ratelimit-limit-tokens"] == "100000"
+    assert int(h["x-ratelimit-remaining-tokens"]) == 100_000 - _prompt_tokens(gw) - 5
+    assert h["x-ratelimit-reset-requests"].endswith("s")
+    stream = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=MESSAGES, max_tokens=5, stream=True)
+    assert stream.headers["x-ratelimit-remaining-requests"] == "98"
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    list(stream.parse())
+    client.close()
+
+
+def test_rate_limit_refusal_is_a_429_with_headers(gw: GatewayThread) -> None:
+    key = gw.create_key("rl", app="a")
+    key_id = gw.gateway.keys.authenticate(key).key_id  # type: ignore[union-attr]
+    _limit(gw, LimitTarget("rl", key_id=key_id), rpm=2)
+    client = _client(gw, key)
+    for _ in range(2):
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+    with pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+    err = info.value
+    assert err.status_code == 429 and err.code == "rate_limit_exceeded"
+    assert f"key:{key_id}" in err.message and "rpm" in err.message
+    h = err.response.headers
+    assert 1 <= int(h["retry-after"]) <= 60
+    assert h["x-ratelimit-limit-requests"] == "2"
+    assert h["x-ratelimit-remaining-requests"] == "0"
+    # another key of the same tenant is not limited by that key's rpm
+    other = _client(gw, gw.create_key("rl", app="a"))
+    other.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+    client.close()
+    other.close()
+
+
+def test_money_budget_refusal_has_its_own_code(gw: GatewayThread) -> None:
+    # prices: input 0.10 / output 0.40 per 1M tokens -> about 2 micros + 0.4 per output token
+    _limit(gw, LimitTarget("money"), budget_micros=40, budget_period="daily")
+    client = _client(gw, gw.create_key("money", app="a"))
+    served = 0
+    with pytest.raises(openai.RateLimitError) as info:
+        for _ in range(20):
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20)
+            served += 1
+    assert served >= 1
+    err = info.value
+    assert err.code == "budget_exceeded" and "budget" in err.message
+    assert "tenant:money" in err.message
+    assert int(err.response.headers["retry-after"]) >= 1
+    assert "x-ratelimit-limit-requests" not in err.response.headers
+    assert _spent(gw, "money", Scope("tenant", "money"), "budget") <= 40
+    client.close()
+
+
+def test_department_budget_stops_all_its_apps_only(gw: GatewayThread) -> None:
+    prompt = _prompt_tokens(gw)
+    _limit(gw, LimitTarget("org", department="eng"), tokens_per_day=3 * (prompt + 10))
+    eng_a = _client(gw, gw.create_key("org", department="eng", app="a"))
+    eng_b = _client(gw, gw.create_key("org", department="eng", app="b"))
+    sales = _client(gw, gw.create_key("org", department="sales", app="a"))
+    for _ in range(3):
+        eng_a.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+    for client in (eng_a, eng_b):
+        with pytest.raises(openai.RateLimitError) as info:
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+        assert info.value.code == "budget_exceeded"
+        assert "department:org/eng" in info.value.message
+    for _ in range(4):  # the other department is not affected
+        sales.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
+    assert _spent(gw, "org", Scope("department", "org/eng"), "tokens_per_day") == \
+        3 * (prompt + 10)
+    for c in (eng_a, eng_b, sales):
+        c.close()
+
+
+def test_model_limit_applies_to_that_model_only(gw: GatewayThread) -> None:
+    _limit(gw, LimitTarget("mdl", model="other-model"), rpm=0)
+    client = _client(gw, gw.create_key("mdl", app="a"))
+    client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+    _limit(gw, LimitTarget("mdl", model=MODEL), rpm=0)
+    with pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+    assert f"tenant:mdl@{MODEL}" in info.value.message
+    client.close()
+
+
+def test_stream_cut_by_budget_ends_well_formed(gw: GatewayThread) -> None:
+    prompt = _prompt_tokens(gw)
+    allowed_output = 40  # reserved 8, then debits of 16: 24, 40, and the next is refused
+    limit = prompt + allowed_output
+    _limit(gw, LimitTarget("cut"), tokens_per_day=limit)
+    client = _client(gw, gw.create_key("cut", app="a"))
+    chunks = list(client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=300, stream=True))
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(content) == allowed_output  # nothing beyond what was granted
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "length"
+    note = (last.model_extra or {}).get("tokenplane")
+    assert note is not None and note["stopped_by"] == "budget"
+    assert note["code"] == "budget_exceeded"
+    spent = _spent(gw, "cut", Scope("tenant", "cut"), "tokens_per_day")
+    assert limit <= spent <= limit + 16  # billed what was generated; within the bound
+    with pytest.raises(openai.RateLimitError):
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=5)
+    client.close()
+
+
+def test_completions_stream_cut_by_budget(gw: GatewayThread) -> None:
+    _limit(gw, LimitTarget("cutc"), tpm=60, tpm_unit="output_tokens")
+    client = _client(gw, gw.create_key("cutc", app="a"))
+    chunks = list(client.completions.create(model=MODEL, prompt="Once upon a time",
+                                            max_tokens=300, stream=True))
+    texts = [c for c in chunks if c.choices and c.choices[0].text]
+    assert len(texts) == 56  # 8 reserved + 3 debits of 16; the 4th would pass 60
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert chunks[-1].model_extra["tokenplane"]["code"] == "rate_limit_exceeded"
+    client.close()
+
+
+class _Webhook:
+    """A tiny HTTP server on the gateway's loop that collects posted alerts."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.posts: list[dict[str, Any]] = []
+        self.runner: web.AppRunner | None = None
+        self.got: asyncio.Event | None = None
+
+    async def start(self) -> None:
+        self.got = asyncio.Event()
+
+        async def hook(request: web.Request) -> web.Response:
+            self.posts.append(await request.json())
+            assert self.got is not None
+            self.got.set()
+            return web.Response(text="ok")
+
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def wait(self, n: int) -> None:
+        assert self.got is not None
+        while len(self.posts) < n:
+            self.got.clear()
+            await asyncio.wait_for(self.got.wait(), 10)
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+def test_clamp_and_budget_alerts(tmp_path: Path) -> None:
+    hook = _Webhook()
+    port = hook.port
+    g = GatewayThread(_config(clamp_max_tokens=True,
+                              alert_webhook=f"http://127.0.0.1:{port}/hook"), tmp_path).start()
+    try:
+        g.call(hook.start())
+        prompt = _prompt_tokens(g)
+        limit = 2 * prompt + 100
+        _limit(g, LimitTarget("clamp"), tokens_per_day=limit)
+        client = _client(g, g.create_key("clamp", app="a"))
+        first = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=60)
+        assert first.usage is not None and first.usage.completion_tokens == 60
+        # only 40 output tokens remain: max_tokens 500 is lowered to 40, not refused
+        second = client.chat.completions.create(model=MODEL, messages=MESSAGES,
+                                                max_tokens=500)
+        assert second.usage is not None and second.usage.completion_tokens == 40
+        assert second.choices[0].finish_reason == "length"
+        g.call(hook.wait(3))
+        assert sorted(p["threshold_pct"] for p in hook.posts) == [50, 80, 100]
+        assert all(p["tenant"] == "clamp" and p["limit_name"] == "tokens_per_day"
+                   for p in hook.posts)
+        text = g.gateway.metrics.render().decode()
+        assert 'tokenplane_budget_alerts_total{limit="tokens_per_day",scope="tenant",' \
+               'tenant="clamp",threshold="100"} 1.0' in text
+        assert 'tokenplane_max_tokens_clamped_total{tenant="clamp"} 1.0' in text
+        client.close()
+    finally:
+        g.call(hook.stop())
+        g.stop()
