@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiohttp import web
+from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.api.admin import AdminRoutes
+from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_directory import Directory
+from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.http import OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.prices import price_book
@@ -17,9 +22,12 @@ from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.service import EngineService
 from tokenplane.metering.meter import Meter
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.observe.tracing import TRACER_NAME, SpanFinisher, otlp_provider
 from tokenplane.pipeline.admission_service import AdmissionService
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
+from tokenplane.pipeline.audit_stage import audit_root
 from tokenplane.pipeline.counting import ModelCounters
+from tokenplane.pipeline.governance_setup import Governance, install_governance
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.stages import (
@@ -30,6 +38,7 @@ from tokenplane.pipeline.stages import (
     ValidateStage,
 )
 from tokenplane.pipeline.upstream_call import UpstreamCall
+from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http import HttpTransport
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
@@ -51,6 +60,10 @@ class Gateway:
     pipeline: Pipeline
     services: list[EngineService] = field(default_factory=list)
     admission: AdmissionService | None = None
+    # output lengths per (tenant, app, alias), observed by the meter finisher
+    predictor: LengthPredictor = field(default_factory=LengthPredictor)
+    tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
+    governance: Governance | None = None  # guards and audit (config.governance)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -66,6 +79,8 @@ class Gateway:
         for s in self.services:
             await s.start()
         await self.meter.start()
+        if self.governance is not None and self.governance.audit is not None:
+            await self.governance.audit.start()
 
     async def close(self) -> None:
         for s in self.services:
@@ -74,8 +89,12 @@ class Gateway:
             for ep in pool.endpoints:
                 await ep.transport.close()
         await self.meter.close()
+        if self.governance is not None and self.governance.audit is not None:
+            await self.governance.audit.close()
         if self.admission is not None:
             await self.admission.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
         self.keys.close()
 
 
@@ -115,12 +134,14 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
                   flush_interval_s=0.25)
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(principal_labels=config.observe.labels)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
-                 pipeline=Pipeline([], UpstreamCall(), []), services=services)
-    finisher = MeterFinisher(meter, metrics, counters.count_text)
+                 pipeline=Pipeline([], UpstreamCall(), []), services=services,
+                 predictor=LengthPredictor(default=config.admission.default_output_tokens))
+    track_learning(gw)
+    finisher = MeterFinisher(meter, metrics, counters.count_text, gw.predictor, counters)
     admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices)
+                                       lambda: meter.prices, gw.predictor)
     gw.admission = admission
     gw.pipeline = Pipeline(
         stages=[
@@ -135,7 +156,34 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         finishers=[finisher, AdmissionFinisher(admission, counters.count_text)],
         attempt_finishers=[finisher],
     )
+    gw.governance = install_governance(gw.pipeline, config.governance, home, worker_id)
+    gw.tracing = otlp_provider(config.observe)
+    if gw.tracing is not None:
+        gw.pipeline.finishers.append(
+            SpanFinisher(gw.tracing.get_tracer(TRACER_NAME), counters.count_text, time.time))
     return gw
+
+
+def track_learning(gw: Gateway) -> None:
+    """Scrape-time metrics of the ledger, the estimator and the length predictor."""
+    gw.metrics.track_ledger(lambda: gw.meter.stats().as_dict())
+    counters, predictor = gw.counters, gw.predictor
+
+    def estimator_errors() -> list[tuple[tuple[str, ...], float, int]]:
+        out: list[tuple[tuple[str, ...], float, int]] = []
+        for alias in counters.estimated_aliases:
+            st = counters.estimator.error_stats(alias)
+            out.append(((alias,), st.mean_abs_rel, st.samples))
+        return out
+
+    gw.metrics.track_errors(
+        "tokenplane_estimator_error_ratio", "Mean absolute relative error of the token "
+        "estimator's prompt counts against the upstream's (aliases with no tokenizer).",
+        ["model"], estimator_errors)
+    gw.metrics.track_errors(
+        "tokenplane_predictor_error_ratio", "Mean absolute relative error of the output-"
+        "length predictor's p50 against actual output tokens (recent requests).", [],
+        lambda: [((), predictor.error(), predictor.error_samples)])
 
 
 def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Application:
@@ -150,6 +198,10 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     directory = Directory(gw.home / "meta.db")
     assert gw.admission is not None
     AdminRoutes(gw.keys, directory, gw.admission).install(app)
+    AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    audit = gw.governance.audit if gw.governance is not None else None
+    AdminAuditRoutes(gw.keys, audit_root(gw.home),
+                     audit.flush if audit is not None else None).install(app)
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()

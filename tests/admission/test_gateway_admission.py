@@ -248,3 +248,25 @@ def test_clamp_and_budget_alerts(tmp_path: Path) -> None:
     finally:
         g.call(hook.stop())
         g.stop()
+
+
+def test_concurrency_limit_refuses_while_a_stream_runs(tmp_path: Path) -> None:
+    cfg = _config()
+    cfg["models"][0]["backends"][0]["profile"] = "llama3-8b-a100"  # ~10 ms per token
+    g = GatewayThread(cfg, tmp_path).start()
+    try:
+        _limit(g, LimitTarget("conc1"), max_concurrent=1)
+        client = _client(g, g.create_key("conc1", app="a"))
+        stream = client.chat.completions.create(model=MODEL, messages=MESSAGES,
+                                                max_tokens=100, stream=True)
+        first = next(stream)  # the stream holds the only slot until it ends
+        with pytest.raises(openai.RateLimitError) as info:
+            client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+        assert info.value.code == "concurrency_limit_exceeded"
+        assert info.value.response.headers["retry-after"] == "1"
+        rest = list(stream)
+        assert [first, *rest][-1].choices[0].finish_reason == "length"
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
+        client.close()
+    finally:
+        g.stop()

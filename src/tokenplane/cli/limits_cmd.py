@@ -7,6 +7,7 @@ within ``admission.limits_reload_s`` (1 s by default).
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -60,7 +61,11 @@ def register(app: typer.Typer) -> None:
             help="Money budget per period, in the price table's currency (e.g. 250.00)."
         )] = None,
         period: Annotated[str | None, typer.Option(
-            help="Budget period: daily, weekly or monthly (UTC calendar)."
+            help="Budget period: daily, weekly, monthly (UTC calendar) or fixed."
+        )] = None,
+        resets_at: Annotated[list[str] | None, typer.Option(
+            "--resets-at", help="With --period fixed: a reset date (ISO 8601, UTC unless "
+            "it names a zone); repeat for several."
         )] = None,
         max_concurrent: Annotated[int | None, typer.Option(min=0)] = None,
         max_tokens_in_flight: Annotated[int | None, typer.Option(min=0)] = None,
@@ -79,6 +84,8 @@ def register(app: typer.Typer) -> None:
         try:
             if budget is not None:
                 changes["budget_micros"] = budget_micros(budget)
+            if resets_at:
+                changes["budget_resets_at"] = [_epoch(d) for d in resets_at]
             if not changes:
                 typer.echo("nothing to set: give at least one limit (see --help)", err=True)
                 raise typer.Exit(2)
@@ -126,11 +133,24 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"deleted the limits of {target.scope().label}")
 
 
+def _epoch(text: str) -> float:
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LimitError(f"--resets-at: not an ISO 8601 date: {text!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
 def _describe(spec: dict[str, Any]) -> str:
     parts = []
     for name, value in spec.items():
         if name == "budget_micros":
             parts.append(f"budget={value / 1_000_000:g}")
-        elif name != "budget_resets_at":
+        elif name == "budget_resets_at":
+            parts.append("resets_at=" + ",".join(
+                datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for t in value))
+        else:
             parts.append(f"{name}={value}")
     return " ".join(parts) or "(none)"

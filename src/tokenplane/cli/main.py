@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from tokenplane.cli.audit_cmd import register as register_audit
 from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
 from tokenplane.cli.serve_cmd import register as register_serve
 from tokenplane.cli.simulate_cmd import register as register_simulate
+from tokenplane.cli.usage_cmd import register as register_usage
 
 
 def build_cli() -> typer.Typer:
@@ -21,6 +23,8 @@ def build_cli() -> typer.Typer:
     register_limits(app)
     register_config(app)
     register_simulate(app)
+    register_usage(app)
+    register_audit(app)
     return app
 
 

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.governance_schema import GovernanceConfig
+
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
 
 
@@ -152,11 +154,15 @@ class AdmissionConfig(_Strict):
 PrincipalLabel = Literal["tenant", "department", "app"]
 
 
+def _default_labels() -> list[PrincipalLabel]:
+    return ["tenant"]
+
+
 class ObserveConfig(_Strict):
     """Observability: which principal levels become Prometheus labels (never keys or end
     users: unbounded), and where OpenTelemetry spans go (OTLP over HTTP; none if unset)."""
 
-    labels: list[PrincipalLabel] = Field(default_factory=lambda: ["tenant"])
+    labels: list[PrincipalLabel] = Field(default_factory=_default_labels)
     otlp_endpoint: str | None = None
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     service_name: str = Field("tokenplane", min_length=1)
@@ -190,6 +196,7 @@ class GatewayConfig(_Strict):
     redis_url: str | None = None
     admission: AdmissionConfig = Field(default_factory=lambda: AdmissionConfig())  # type: ignore[call-arg]
     observe: ObserveConfig = Field(default_factory=lambda: ObserveConfig())  # type: ignore[call-arg]
+    governance: GovernanceConfig = Field(default_factory=lambda: GovernanceConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -37,30 +37,33 @@ class AdmissionService:
 
     def __init__(self, cfg: AdmissionConfig, limits: LimitStore, store: CounterStore,
                  metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
-                 alerts: BudgetAlerts) -> None:
+                 alerts: BudgetAlerts, predictor: LengthPredictor | None = None) -> None:
         self.cfg = cfg
         self.limits = limits
         self.store = store
         self.metrics = metrics
         self.alerts = alerts
         self.admission = Admission(limits.table, store, ttl_s=cfg.reservation_ttl_s)
-        self.predictor = LengthPredictor(default=cfg.default_output_tokens)
+        # shared with the meter finisher, which teaches it every finished request
+        self.predictor = predictor or LengthPredictor(default=cfg.default_output_tokens)
         self._prices = prices
         self._price_cache: dict[str, ModelPrice | None] = {}
         self._price_version = ""
+        self._chains: dict[tuple[str | None, ...], list[Scope]] = {}
         if isinstance(store, ResilientStore):
             resilient = store
             metrics.track_admission_store(lambda: dataclasses.asdict(resilient.stats))
 
     @classmethod
     def build(cls, cfg: AdmissionConfig, redis_url: str | None, home: Path,
-              metrics: GatewayMetrics, prices: Callable[[], PriceBook | None]
-              ) -> AdmissionService:
+              metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
+              predictor: LengthPredictor | None = None) -> AdmissionService:
         store = make_store(redis_url, failure_mode=cfg.failure_mode, replicas=cfg.replicas,
                            prefix=cfg.key_prefix, timeout_s=cfg.timeout_s,
                            probe_interval_s=cfg.probe_interval_s, logger=log)
         limits = LimitStore(home / "meta.db", reload_s=cfg.limits_reload_s)
-        return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook))
+        return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook),
+                   predictor)
 
     async def close(self) -> None:
         await self.alerts.close()
@@ -78,10 +81,17 @@ class AdmissionService:
         if isinstance(self.store, ResilientStore):
             self.metrics.admission_store_degraded.set(1 if self.store.degraded else 0)
 
-    @staticmethod
-    def scopes(p: Principal, alias: str | None) -> list[Scope]:
-        return admission_principal(p.tenant, p.department, p.app, p.key_id,
-                                   p.end_user).scope_chain(alias)
+    def scopes(self, p: Principal, alias: str | None) -> list[Scope]:
+        """The caller's scope chain (cached: callers repeat, scopes are immutable)."""
+        key = (p.tenant, p.department, p.app, p.key_id, p.end_user, alias)
+        chain = self._chains.get(key)
+        if chain is None:
+            if len(self._chains) >= 50_000:
+                self._chains.clear()
+            chain = admission_principal(p.tenant, p.department, p.app, p.key_id,
+                                        p.end_user).scope_chain(alias)
+            self._chains[key] = chain
+        return chain
 
     @staticmethod
     def length_key(p: Principal, alias: str) -> LengthKey:
@@ -91,9 +101,6 @@ class AdmissionService:
         if not self.cfg.predict_output:
             return None
         return self.predictor.predict(self.length_key(p, alias), prompt_tokens)
-
-    def observe(self, p: Principal, alias: str, prompt_tokens: int, output_tokens: int) -> None:
-        self.predictor.observe(self.length_key(p, alias), prompt_tokens, output_tokens)
 
     # --- money --------------------------------------------------------------------
     def _price(self, alias: str) -> ModelPrice | None:

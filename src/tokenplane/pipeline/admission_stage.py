@@ -9,7 +9,8 @@ while it runs, settle with the real usage when the request ends.
   *before* forwarding tokens beyond those covered; when a limit runs out the relay
   ends the stream with ``finish_reason: "length"``.
 * :class:`AdmissionFinisher` replaces the reservation by the real usage, or releases
-  it when the request never reached the upstream.
+  it when the request never reached the upstream. (The meter finisher teaches the
+  shared length predictor.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.errors import denial_error, unavailable_error
 from tokenplane.admission.headers import ratelimit_headers
-from tokenplane.admission.outcomes import Denial, Grant
+from tokenplane.admission.outcomes import Denial, Grant, Headroom
 from tokenplane.admission.planning import plan_reservation
 from tokenplane.admission.store import StoreUnavailable
 from tokenplane.config.schema import ModelConfig
@@ -46,12 +47,9 @@ def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
     if denial.code != "rate_limit_exceeded":
         return {}
     name = "requests" if denial.unit == "requests" else "tokens"
-    wait = denial.retry_after_s
-    reset = "0s" if wait is None else (f"{max(0, round(wait * 1000))}ms" if wait < 1
-                                       else f"{int(wait) + (wait % 1 > 0)}s")
-    return {f"x-ratelimit-limit-{name}": str(denial.limit),
-            f"x-ratelimit-remaining-{name}": str(max(0, denial.remaining)),
-            f"x-ratelimit-reset-{name}": reset}
+    headroom = Headroom(denial.scope, denial.limit_name, denial.unit, "window", denial.limit,
+                        max(0, denial.remaining), denial.retry_after_s or 0.0)
+    return {k: v for k, v in ratelimit_headers([headroom]).items() if k.endswith(name)}
 
 
 class StreamDebit:
@@ -108,6 +106,9 @@ class AdmissionStage:
             return
         svc.refresh()
         scopes = svc.scopes(p, alias)
+        table = svc.admission.table
+        if not any(table.rules(s) for s in scopes):
+            return  # nothing limits this caller: no reservation, no store round trip
         now = time.time()
         prompt = ctx.counts.prompt
         embeddings = ctx.operation == "embeddings"
@@ -173,8 +174,4 @@ class AdmissionFinisher:
             cost = svc.cost(alias, c.prompt, c.output, cached=c.cached, reasoning=c.reasoning)
             actual = Amounts(1, c.prompt, c.output, cost)
             settlement = await svc.admission.reconcile(grant, actual, now)
-            p = ctx.principal
-            if (p is not None and ctx.status == "ok" and ctx.operation != "embeddings"
-                    and "budget_stopped" not in ctx.flags):
-                svc.observe(p, alias, c.prompt, c.output)
         svc.alerts.emit(grant.tenant, settlement.alerts)

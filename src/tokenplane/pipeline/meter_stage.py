@@ -16,12 +16,18 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.upstream_call import relayed_text
+from tokenplane.pipeline.stages import INPUT_FEATURES
+from tokenplane.pipeline.upstream_call import RESPONSE_TEXT, relayed_text
 from tokenplane.tokens.counts import TokenCounts
+from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
 
 class Recorder(Protocol):
     def record(self, event: UsageEvent) -> Awaitable[Any]: ...
+
+
+class Calibrator(Protocol):
+    def calibrate(self, alias: str, features: dict[str, int], reported_prompt: int) -> None: ...
 
 
 def _int(d: Any, *path: str) -> int | None:
@@ -50,7 +56,8 @@ def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], i
         return counts
     ctx.usage_source = "estimated"
     if ctx.model is not None and ctx.upstream_start is not None:
-        text, reasoning = relayed_text(ctx)
+        answer = ctx.extra.get(RESPONSE_TEXT)
+        text, reasoning = answer if isinstance(answer, tuple) else relayed_text(ctx)
         counts.reasoning = count_text(ctx.model, reasoning) if reasoning else 0
         counts.output = (count_text(ctx.model, text) if text else 0) + counts.reasoning
     if ctx.upstream_start is None:  # never sent: nothing was processed upstream
@@ -82,25 +89,34 @@ def _rescale(counts: TokenCounts, prompt: int) -> None:
 
 
 class MeterFinisher:
+    """Records the usage event, updates the token / cost metrics, and teaches the
+    output-length predictor (successful requests) and the estimator of an alias with
+    no tokenizer (upstream-reported prompt counts)."""
+
     def __init__(
         self,
         recorder: Recorder,
         metrics: GatewayMetrics,
         count_text: Callable[[ModelConfig, str], int],
+        predictor: LengthPredictor | None = None,
+        calibrator: Calibrator | None = None,
     ) -> None:
         self.recorder = recorder
         self.metrics = metrics
         self.count_text = count_text
+        self.predictor = predictor
+        self.calibrator = calibrator
 
     async def finish(self, ctx: RequestContext) -> None:
         now = time.time()
         p = ctx.principal
         alias = ctx.alias or "unknown"
-        tenant = p.tenant if p else ""
         counts = settled_counts(ctx, self.count_text)
-        self._observe(ctx, counts, alias, tenant, now)
+        labels = self.metrics.principal_values(p)
+        self._observe(ctx, counts, alias, labels, now)
         if p is None:
             return
+        self._learn(ctx, counts, alias, p.tenant, p.app or "")
         event = UsageEvent.from_counts(
             ctx.request_id, ctx.attempt, now, counts,
             tenant=p.tenant, department=p.department or "", app=p.app or "",
@@ -115,19 +131,35 @@ class MeterFinisher:
             system_fingerprint=ctx.system_fingerprint,
             model_version=ctx.extra.get("model_version"),
         )
-        await self.recorder.record(event)
+        durable = self.recorder.record(event)  # prices the event
+        if event.cost_micros:
+            self.metrics.cost.labels(alias, event.currency, *labels).inc(event.cost_micros)
+        await durable
+
+    def _learn(
+        self, ctx: RequestContext, counts: TokenCounts, alias: str, tenant: str, app: str
+    ) -> None:
+        if ctx.usage_source != "upstream" or ctx.upstream_start is None:
+            return
+        features = ctx.extra.get(INPUT_FEATURES)
+        if self.calibrator is not None and features:
+            self.calibrator.calibrate(alias, features, counts.prompt)
+        if (self.predictor is not None and ctx.status == "ok"
+                and ctx.operation != "embeddings" and "budget_stopped" not in ctx.flags):
+            self.predictor.observe(LengthKey(tenant, app, alias), counts.prompt, counts.output)
 
     def _observe(
-        self, ctx: RequestContext, counts: TokenCounts, alias: str, tenant: str, now: float
+        self, ctx: RequestContext, counts: TokenCounts, alias: str, labels: tuple[str, ...],
+        now: float,
     ) -> None:
         m = self.metrics
-        m.requests.labels(alias, ctx.operation, ctx.status, str(ctx.http_status), tenant).inc()
+        m.requests.labels(alias, ctx.operation, ctx.status, str(ctx.http_status), *labels).inc()
         for kind, n in (("system", counts.system), ("history", counts.history),
                         ("context", counts.context), ("tools", counts.tools),
                         ("user", counts.user), ("cached", counts.cached),
                         ("output", counts.output), ("reasoning", counts.reasoning)):
             if n:
-                m.tokens.labels(alias, kind, tenant).inc(n)
+                m.tokens.labels(alias, kind, *labels).inc(n)
         m.e2e.labels(alias, ctx.operation).observe(now - ctx.arrival)
         if ctx.first_token is not None and ctx.upstream_start is not None:
             m.ttft.labels(alias).observe(ctx.first_token - ctx.arrival)

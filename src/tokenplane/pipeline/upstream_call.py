@@ -98,9 +98,31 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             ctx.usage = usage
+        else:  # the meter counts the answer itself (usage_source=estimated)
+            ctx.extra[RESPONSE_TEXT] = _answer_text(obj)
         model = obj.get("model")
         if isinstance(model, str):
             ctx.response_model = model
+
+
+RESPONSE_TEXT = "response_text"  # ctx.extra: (text, reasoning) of a usage-less answer
+
+
+def _answer_text(obj: dict[str, Any]) -> tuple[str, str]:
+    text: list[str] = []
+    reasoning: list[str] = []
+    for ch in obj.get("choices") or ():
+        if not isinstance(ch, dict):
+            continue
+        msg = ch.get("message")
+        src = msg if isinstance(msg, dict) else ch
+        t = src.get("content") if isinstance(msg, dict) else src.get("text")
+        r = src.get("reasoning_content")
+        if isinstance(t, str):
+            text.append(t)
+        if isinstance(r, str):
+            reasoning.append(r)
+    return "".join(text), "".join(reasoning)
 
 
 async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[bytes]:

@@ -46,7 +46,7 @@ def default_slo_classes() -> dict[str, SloClass]:
     return {
         "interactive": SloClass("interactive", priority=0, ttft_s=1.0, tpot_s=0.05),
         "batch": SloClass(
-            "batch", priority=1, deadline_s=600.0, sheddable=True, gate_fraction=0.15
+            "batch", priority=1, deadline_s=600.0, sheddable=True, gate_fraction=0.5
         ),
     }
 

@@ -7,16 +7,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# (class or None for all requests, key, title)
 PANELS = (
-    ("slo_attainment", "SLO attainment (all requests)"),
-    ("ttft_p99_s", "TTFT p99 (s)"),
-    ("tpot_p99_s", "TPOT p99 (s)"),
-    ("e2e_p99_s", "end-to-end p99 (s)"),
+    (None, "slo_attainment", "SLO attainment (all requests)"),
+    ("interactive", "ttft_p99_s", "interactive TTFT p99 (s)"),
+    ("interactive", "tpot_p99_s", "interactive TPOT p99 (s)"),
+    (None, "e2e_p99_s", "end-to-end p99, all requests (s)"),
 )
 
 
-def _value(point: Mapping[str, Any], key: str) -> float:
-    v = point.get(key)
+def _value(point: Mapping[str, Any], cls: str | None, key: str) -> float:
+    src = point if cls is None else point.get("per_class", {}).get(cls)
+    if src is None:
+        src = point
+    v = src.get(key)
     return math.nan if v is None else float(v)
 
 
@@ -29,10 +33,11 @@ def write_plots(results: Mapping[str, Any], out_dir: Path) -> list[Path]:
 
     fig = Figure(figsize=(12, 8))
     axes = fig.subplots(2, 2)
-    for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
+    for ax, (cls, key, title) in zip(axes.flat, PANELS, strict=True):
         for name, pol in policies.items():
             pts = pol["points"]
-            ax.plot([p["rate_rps"] for p in pts], [_value(p, key) for p in pts], "o-", label=name)
+            ys = [_value(p, cls, key) for p in pts]
+            ax.plot([p["rate_rps"] for p in pts], ys, "o-", label=name)
         ax.set_title(title)
         ax.set_xlabel("request rate (req/s)")
         if key != "slo_attainment":

@@ -1,0 +1,170 @@
+"""``tokenplane usage``: reports from the ledger's rollups.
+
+    tokenplane usage --by tenant --by app --since 7d [--until ...] [--format table|csv|json]
+    tokenplane usage sources   # per app: tokens and shares by source
+    tokenplane usage prompts   # repeated system prompts (fingerprints) and cacheable tokens
+    tokenplane usage top --by app --order cost
+
+The ledger is ``$TOKENPLANE_DATABASE_URL`` (PostgreSQL) if set, else
+``<data dir>/ledger.db`` (``--home`` or ``$TOKENPLANE_HOME``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import typer
+
+from tokenplane.cli.common import data_dir
+from tokenplane.metering.report_views import add_cacheable_tokens
+from tokenplane.metering.reports import (
+    REPORT_DIMENSIONS,
+    fingerprint_report,
+    format_rows,
+    parse_time_bound,
+    token_source_report,
+    top_consumers,
+    usage_report,
+)
+from tokenplane.metering.sinks import LedgerSink, is_postgres_url, open_sink
+
+FORMATS = ("table", "csv", "json")
+Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
+DbUrl = Annotated[str | None, typer.Option(
+    "--database-url", help="Ledger database URL ($TOKENPLANE_DATABASE_URL).")]
+Since = Annotated[str | None, typer.Option(help="Start: epoch, ISO date/time (UTC) or an age "
+                                           "like 24h / 7d.")]
+Until = Annotated[str | None, typer.Option(help="End (exclusive), same forms as --since.")]
+Fmt = Annotated[str, typer.Option("--format", help="table, csv or json.")]
+Tenant = Annotated[str | None, typer.Option(help="Only this tenant.")]
+
+
+def ledger_target(home: str | None, database_url: str | None) -> str:
+    """The ledger to read: an explicit URL, $TOKENPLANE_DATABASE_URL, else the SQLite file
+    in the data directory (which must exist: a report never creates a ledger)."""
+    url = database_url or os.environ.get("TOKENPLANE_DATABASE_URL")
+    if url:
+        if not is_postgres_url(url):
+            raise typer.BadParameter("only postgresql:// URLs are supported",
+                                     param_hint="--database-url")
+        return url
+    path = data_dir(home) / "ledger.db"
+    if not path.is_file():
+        typer.echo(f"no ledger at {path} (set --home, $TOKENPLANE_HOME or "
+                   "$TOKENPLANE_DATABASE_URL)", err=True)
+        raise typer.Exit(1)
+    return str(path)
+
+
+def _bound(text: str | None, name: str, now: float) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_time_bound(text, now)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=name) from None
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"use one of {', '.join(FORMATS)}", param_hint="--format")
+
+
+def _dims(values: list[str] | None, default: str) -> list[str]:
+    dims = [d.strip() for v in (values or [default]) for d in v.split(",") if d.strip()]
+    unknown = [d for d in dims if d not in REPORT_DIMENSIONS]
+    if unknown or not dims:
+        raise typer.BadParameter(f"choose from {', '.join(REPORT_DIMENSIONS)}",
+                                 param_hint="--by")
+    return dims
+
+
+def _run(target: str, fmt: str,
+         report: Callable[[LedgerSink], Awaitable[list[dict[str, Any]]]]) -> None:
+    async def go() -> list[dict[str, Any]]:
+        sink = await open_sink(target)
+        try:
+            return await report(sink)
+        finally:
+            await sink.close()
+
+    text = format_rows(asyncio.run(go()), fmt)
+    typer.echo(text, nl=not text.endswith("\n"))
+
+
+def register(app: typer.Typer) -> None:
+    usage = typer.Typer(help="Usage reports from the ledger (tokens by source, cost).")
+    app.add_typer(usage, name="usage")
+
+    @usage.callback(invoke_without_command=True)
+    def report(
+        ctx: typer.Context,
+        by: Annotated[list[str] | None, typer.Option(
+            help="Group by tenant, department, app, model, key, day (repeat or comma-"
+                 "separate; default tenant).")] = None,
+        since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
+        home: Home = None, database_url: DbUrl = None,
+    ) -> None:
+        """Requests, tokens (by kind and source) and cost, grouped as asked."""
+        if ctx.invoked_subcommand is not None:
+            return
+        _check_format(fmt)
+        dims = _dims(by, "tenant")
+        now = time.time()
+        lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
+        _run(ledger_target(home, database_url), fmt,
+             lambda sink: usage_report(sink, dims, lo, hi, tenant))
+
+    @usage.command("sources")
+    def sources(
+        since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
+        home: Home = None, database_url: DbUrl = None,
+    ) -> None:
+        """Per app: how many tokens are system prompt, history, RAG context, tools, user
+        input and output, with shares."""
+        _check_format(fmt)
+        now = time.time()
+        lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
+        _run(ledger_target(home, database_url), fmt,
+             lambda sink: token_source_report(sink, lo, hi, tenant))
+
+    @usage.command("prompts")
+    def prompts(
+        min_requests: Annotated[int, typer.Option(min=1, help="Seen at least this often.")] = 2,
+        limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 50,
+        fmt: Fmt = "table", tenant: Tenant = None, home: Home = None,
+        database_url: DbUrl = None,
+    ) -> None:
+        """Repeated system prompts (fingerprints): requests and cacheable tokens."""
+        _check_format(fmt)
+
+        async def rows(sink: LedgerSink) -> list[dict[str, Any]]:
+            return add_cacheable_tokens(
+                await fingerprint_report(sink, tenant, min_requests, limit))
+
+        _run(ledger_target(home, database_url), fmt, rows)
+
+    @usage.command("top")
+    def top(
+        by: Annotated[str, typer.Option(
+            help="tenant, department, app, model or key.")] = "tenant",
+        order: Annotated[str, typer.Option(help="cost or tokens.")] = "cost",
+        limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 10,
+        since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
+        home: Home = None, database_url: DbUrl = None,
+    ) -> None:
+        """The biggest consumers along one dimension."""
+        _check_format(fmt)
+        if by not in REPORT_DIMENSIONS or by == "day":
+            raise typer.BadParameter("choose tenant, department, app, model or key",
+                                     param_hint="--by")
+        if order not in ("cost", "tokens"):
+            raise typer.BadParameter("use cost or tokens", param_hint="--order")
+        now = time.time()
+        lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
+        _run(ledger_target(home, database_url), fmt,
+             lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order))

@@ -1,0 +1,219 @@
+"""The audit finisher: one tamper-evident record per request, off the event loop.
+
+:class:`AuditService` owns the worker's :class:`AuditLog` (``<data_dir>/audit/<worker>/``)
+and a single worker thread: appends (which redact content per the retention mode),
+the periodic group commit and the daily retention prune all run there in order, so
+the log has one writer and the event loop never waits for redaction or file I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenplane.config.governance_schema import AuditConfig
+from tokenplane.governance.audit.chain import Keys
+from tokenplane.governance.audit.entry import AuditEntry
+from tokenplane.governance.audit.keyfile import audit_key, key_from_env
+from tokenplane.governance.audit.log import AuditLog
+from tokenplane.governance.pii_policy import redact, scan
+from tokenplane.pipeline.admission_stage import TICKET
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.guard_policy import GuardPolicies
+from tokenplane.pipeline.guard_state import BLOCK_CODES, GuardState, guard_state
+from tokenplane.pipeline.upstream_call import relayed_text
+
+log = logging.getLogger("tokenplane.audit")
+DAY_S = 86400.0
+
+
+def audit_root(home: Path) -> Path:
+    return home / "audit"
+
+
+class AuditService:
+    """The worker's audit log behind one thread. ``submit`` never blocks the loop."""
+
+    def __init__(self, audit: AuditLog, config: AuditConfig,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.log = audit
+        self.config = config
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenplane-audit")
+        self._task: asyncio.Task[None] | None = None
+        self._last_prune = 0.0
+        self.submitted = 0
+
+    @classmethod
+    def open(cls, home: Path, worker_id: str | None, config: AuditConfig,
+             redactor: Callable[[str], str]) -> AuditService:
+        found = audit_key(home, config.hmac_key_env)
+        assert found is not None
+        key, source = found
+        if source == "generated":
+            log.warning("generated an audit signing key in %s (mode 0600); back it up, or "
+                        "set $%s to use your own", home / "audit.key", config.hmac_key_env)
+        audit = AuditLog(audit_root(home) / (worker_id or "main"), key, config.checkpoint_every,
+                         retention=config.retention, redactor=redactor, fsync=config.fsync)
+        if config.retention == "full":
+            assert config.encryption_key_env is not None
+            content_key = key_from_env(config.encryption_key_env)
+            if content_key is None:
+                raise ValueError(f"audit retention 'full' needs ${config.encryption_key_env}")
+            audit.keys = Keys(audit.keys.mac, Keys.derive(content_key).content)
+        return cls(audit, config)
+
+    def submit(self, entry: AuditEntry, ts: float) -> None:
+        self.submitted += 1
+        fut = self._pool.submit(self.log.append, entry, ts)
+        fut.add_done_callback(_report)
+
+    async def flush(self) -> None:
+        """Everything submitted so far is written and the head re-signed."""
+        await asyncio.wrap_future(self._pool.submit(self.log.flush))
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="audit-flush")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_interval_s)
+            try:
+                await self.flush()
+                now = self.clock()
+                if self.config.retention_days > 0 and now - self._last_prune >= DAY_S:
+                    self._last_prune = now
+                    days = self.config.retention_days
+                    removed = await asyncio.wrap_future(
+                        self._pool.submit(self.log.prune, now, days))
+                    if removed:
+                        log.info("audit retention: pruned %d records older than %g days",
+                                 removed, days)
+            except Exception:
+                log.exception("audit flush failed")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.wrap_future(self._pool.submit(self.log.close))
+        self._pool.shutdown(wait=True)
+
+
+def _report(fut: Future[int]) -> None:
+    exc = fut.exception()
+    if exc is not None:
+        log.error("audit append failed: %s", exc)
+
+
+class AuditFinisher:
+    """Builds the request's :class:`AuditEntry` and hands it to the audit thread."""
+
+    def __init__(self, audit: AuditService, policies: GuardPolicies,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.audit = audit
+        self.policies = policies
+        self.clock = clock
+        self.keep_content = audit.config.retention != "none"
+
+    async def finish(self, ctx: RequestContext) -> None:
+        self.audit.submit(self.entry(ctx), self.clock())
+
+    def entry(self, ctx: RequestContext) -> AuditEntry:
+        p = ctx.principal
+        state = guard_state(ctx)
+        verdicts: dict[str, Any] = dict(state.verdicts) if state is not None else {}
+        response = _response(ctx, state) if ctx.upstream_start is not None else None
+        if state is not None and response and not state.policy.response_rewrites:
+            policy = state.policy.response  # log-only response rules: findings, no rewrite
+            if policy is not None:
+                state.note_pii("response", scan(_text_of(response), policy))
+                verdicts = dict(state.verdicts)
+        if ctx.error_code:
+            verdicts["error"] = ctx.error_code
+        verdict = ("block" if ctx.error_code in BLOCK_CODES
+                   else "flag" if state is not None and state.flagged else "allow")
+        content = None
+        if self.keep_content and state is not None:
+            content = {"request": state.request_content, "response": response}
+        end_user = p.end_user if p is not None else None
+        return AuditEntry(
+            request_id=ctx.request_id,
+            tenant=p.tenant if p is not None else "",
+            key_id=p.key_id if p is not None else None,
+            principal=redact(end_user, self.policies.analyzer) if end_user else None,
+            app=p.app if p is not None else None,
+            model=ctx.alias,
+            backend=ctx.endpoint.id if ctx.endpoint is not None else None,
+            status=ctx.http_status,
+            tokens=_tokens(ctx),
+            limits=_limits(ctx),
+            verdicts=verdicts,
+            verdict=verdict,
+            content=content,
+        )
+
+
+def _tokens(ctx: RequestContext) -> dict[str, int]:
+    out = {k: v for k, v in ctx.counts.as_dict().items() if v}
+    usage = ctx.usage or {}
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        if isinstance(value, int):
+            out[name] = value
+    return out
+
+
+def _limits(ctx: RequestContext) -> dict[str, Any]:
+    ticket = ctx.extra.get(TICKET)
+    grant = getattr(ticket, "grant", None)
+    bound = getattr(grant, "limits", None) or ()
+    applied = []
+    for b in bound:
+        rule = getattr(b, "rule", None)
+        applied.append({"scope": str(getattr(b, "scope", "")),
+                        "kind": str(getattr(rule, "kind", "")),
+                        "unit": str(getattr(rule, "unit", "")),
+                        "limit": getattr(rule, "limit", None)})
+    return {"applied": applied} if applied else {}
+
+
+def _response(ctx: RequestContext, state: GuardState | None) -> Any:
+    if ctx.stream:
+        text, reasoning = relayed_text(ctx)
+        return {"text": text, "reasoning": reasoning} if reasoning else text
+    body = state.response_body if state is not None else None
+    if not body:
+        return None
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    ch = choices[0]
+    msg = ch.get("message")
+    if isinstance(msg, dict):
+        calls = msg.get("tool_calls")
+        return {"text": msg.get("content"), "tool_calls": calls} if calls else msg.get("content")
+    return ch.get("text")
+
+
+def _text_of(response: Any) -> str:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, dict):
+        return " ".join(str(v) for v in response.values() if v)
+    return ""

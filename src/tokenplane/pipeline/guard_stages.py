@@ -1,0 +1,221 @@
+"""The input guard (after validation, before token counting, so counts see what is
+actually sent) and the context-size policy (after counting).
+
+Input guard, in order: allowed models of the app, tool definitions (reject / strip),
+the output-token cap, the prompt-injection screen (new user turn and the tool results
+after it), then the PII policy on messages, tool results and prompts (mask, tokenize
+into the request's vault, or block naming the entity types).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tokenplane.api.errors import ApiError, invalid
+from tokenplane.governance.injection.detector import Source
+from tokenplane.governance.injection.screen import InjectionAction, InjectionBlocked, screen
+from tokenplane.governance.pii_messages import apply_messages
+from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
+from tokenplane.governance.vault import Vault
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.guard_policy import GuardPolicies, GuardPolicy
+from tokenplane.pipeline.guard_state import (
+    GUARD,
+    INJECTION_FLAG,
+    INJECTION_HEADER,
+    GuardState,
+    guard_state,
+)
+
+log = logging.getLogger("tokenplane.governance")
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content
+                         if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def screened_texts(operation: str, body: dict[str, Any]) -> list[tuple[str, Source]]:
+    """The texts the injection screen reads: the last user message and the tool
+    results after it (chat), or the prompt strings (completions)."""
+    if operation == "chat":
+        msgs = [m for m in body.get("messages", []) if isinstance(m, dict)]
+        last_user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=-1)
+        out: list[tuple[str, Source]] = []
+        if last_user >= 0:
+            out.append((message_text(msgs[last_user]), "user"))
+        start = last_user + 1 if last_user >= 0 else 0
+        out += [(message_text(m), "tool") for m in msgs[start:] if m.get("role") == "tool"]
+        return [(t, s) for t, s in out if t]
+    if operation == "text_completion":
+        prompt = body.get("prompt")
+        items = [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []
+        return [(p, "user") for p in items if isinstance(p, str) and p]
+    return []
+
+
+class InputGuardStage:
+    """Applies the principal's governance policy to the request body."""
+
+    def __init__(self, policies: GuardPolicies) -> None:
+        self.policies = policies
+
+    async def run(self, ctx: RequestContext) -> None:
+        if ctx.principal is None:
+            return
+        pol = self.policies.for_principal(ctx.principal.tenant, ctx.principal.app)
+        state = GuardState(pol)
+        ctx.extra[GUARD] = state
+        body = ctx.body
+        state.request_content = _content_of(ctx.operation, body)
+        if pol.models is not None and ctx.alias not in pol.models:
+            raise ApiError(404, f"The model '{ctx.alias}' does not exist or you do not have "
+                           "access to it.", code="model_not_found", param="model")
+        if ctx.operation == "chat" and pol.tools.allowed is not None:
+            before = {_name(t) for t in body.get("tools") or []}
+            body = pol.tools.check_request(body)  # ToolNotAllowed -> 400 in reject mode
+            stripped = sorted(before - {_name(t) for t in body.get("tools") or []})
+            if stripped:
+                state.verdicts["tools"] = {"stripped": stripped}
+        if ctx.operation != "embeddings":
+            body = _cap_output(ctx, pol, body)
+        if pol.injection is not None:
+            self._screen(ctx, state, pol, body)
+        body = self._pii(ctx, state, pol, body)
+        ctx.body = body
+
+    def _screen(self, ctx: RequestContext, state: GuardState, pol: GuardPolicy,
+                body: dict[str, Any]) -> None:
+        assert pol.injection is not None
+        texts = screened_texts(ctx.operation, body)
+        if not texts:
+            return
+        try:
+            result = screen(texts, self.policies.detector, pol.injection)
+        except InjectionBlocked as exc:
+            state.verdicts["injection"] = {"action": "block", "score": round(exc.verdict.score, 3),
+                                           "labels": list(exc.verdict.labels)}
+            raise
+        if result.action is InjectionAction.NONE:
+            return
+        v = result.verdict
+        state.verdicts["injection"] = {"action": result.action.value, "score": round(v.score, 3),
+                                       "labels": list(v.labels), "source": result.source}
+        log.info("request %s: injection screen %s (score %.2f, %s)", ctx.request_id,
+                 result.action.value, v.score, ",".join(v.labels))
+        if result.action is InjectionAction.FLAG:
+            state.flagged = True
+            ctx.response_headers[INJECTION_HEADER] = "flagged"
+            if INJECTION_FLAG not in ctx.flags:
+                ctx.flags.append(INJECTION_FLAG)
+
+    def _pii(self, ctx: RequestContext, state: GuardState, pol: GuardPolicy,
+             body: dict[str, Any]) -> dict[str, Any]:
+        if pol.prompt is None and pol.tool_results is None:
+            return body
+        vault = state.vault
+        if ctx.operation == "chat":
+            messages, blocked = _guard_messages(body.get("messages", []), pol, state)
+            if blocked:
+                state.note_blocked("prompt", blocked)
+                raise PiiBlocked(blocked)
+            return {**body, "messages": messages}
+        if pol.prompt is None:
+            return body
+        key = "prompt" if ctx.operation == "text_completion" else "input"
+        value = body.get(key)
+        try:
+            if isinstance(value, str):
+                return {**body, key: _apply_text(value, pol.prompt, vault, state)}
+            if isinstance(value, list) and any(isinstance(v, str) for v in value):
+                return {**body, key: [_apply_text(v, pol.prompt, vault, state)
+                                      if isinstance(v, str) else v for v in value]}
+        except PiiBlocked as exc:
+            state.note_blocked("prompt", exc.entity_types)
+            raise
+        return body
+
+
+def _apply_text(text: str, policy: PiiPolicy, vault: Vault, state: GuardState) -> str:
+    new, found = apply(text, policy, vault)
+    state.note_pii("prompt", found)
+    return new
+
+
+def _guard_messages(messages: list[Any], pol: GuardPolicy,
+                    state: GuardState) -> tuple[list[Any], list[str]]:
+    out: list[Any] = []
+    blocked: list[str] = []
+    for m in messages:
+        if not isinstance(m, dict):
+            out.append(m)
+            continue
+        tool = m.get("role") == "tool"
+        policy = pol.tool_results if tool else pol.prompt
+        if policy is None:
+            out.append(m)
+            continue
+        where = "tool_results" if tool else "prompt"
+        try:
+            new, found = apply_messages([m], policy, state.vault)
+            state.note_pii(where, (f.finding for f in found))
+            msg = new[0]
+            if isinstance(msg.get("tool_calls"), list):
+                msg["tool_calls"] = [_guard_call(c, policy, state) for c in msg["tool_calls"]]
+            out.append(msg)
+        except PiiBlocked as exc:
+            blocked.extend(exc.entity_types)
+            out.append(m)
+    return out, sorted(set(blocked))
+
+
+def _guard_call(call: Any, policy: PiiPolicy, state: GuardState) -> Any:
+    """Earlier tool calls' arguments (assistant history) under the prompt policy."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+        return call
+    args, found = apply(fn["arguments"], policy, state.vault)
+    state.note_pii("prompt", found)
+    return {**call, "function": {**fn, "arguments": args}} if found else call
+
+
+def _name(tool: Any) -> str:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    return str(fn.get("name")) if isinstance(fn, dict) else ""
+
+
+def _content_of(operation: str, body: dict[str, Any]) -> Any:
+    key = {"chat": "messages", "text_completion": "prompt"}.get(operation, "input")
+    return body.get(key)
+
+
+def _cap_output(ctx: RequestContext, pol: GuardPolicy, body: dict[str, Any]) -> dict[str, Any]:
+    cap = pol.max_output_tokens
+    if cap is None:
+        return body
+    if ctx.max_tokens is not None:
+        if ctx.max_tokens > cap:
+            param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+            raise invalid(f"'{param}' is {ctx.max_tokens}; this key may ask for at most {cap} "
+                          "output tokens.", param=param, code="output_limit_exceeded")
+        return body
+    ctx.max_tokens = cap
+    return {**body, "max_tokens": cap}
+
+
+class ContextPolicyStage:
+    """After counting: refuses a prompt above the principal's context-token cap."""
+
+    async def run(self, ctx: RequestContext) -> None:
+        state = guard_state(ctx)
+        cap = state.policy.max_context_tokens if state is not None else None
+        if cap is not None and ctx.counts.prompt > cap:
+            raise invalid(f"The prompt has {ctx.counts.prompt} tokens; this key may send at "
+                          f"most {cap}.", param="messages", code="context_limit_exceeded")
+

@@ -1,0 +1,57 @@
+"""Per-request governance state, kept on ``ctx.extra[GUARD]`` from the input guard
+to the output guard and the audit finisher."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenplane.governance.pii_policy import Finding
+from tokenplane.governance.vault import Vault
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.guard_policy import GuardPolicy
+
+GUARD = "guard"
+INJECTION_HEADER = "x-tokenplane-injection"
+INJECTION_FLAG = "injection_flagged"
+# error codes of requests a guard refused (the audit verdict "block")
+BLOCK_CODES = frozenset({
+    "pii_blocked", "prompt_injection_blocked", "tool_not_allowed", "context_limit_exceeded",
+    "output_limit_exceeded",
+})
+
+
+@dataclass
+class GuardState:
+    """What the guards decided for one request (entity types and counts, never values)."""
+
+    policy: GuardPolicy
+    vault: Vault = field(default_factory=Vault)
+    request_content: Any = None  # what the client sent (messages / prompt / input)
+    response_body: bytes | None = None  # a non-stream answer as the client got it
+    verdicts: dict[str, Any] = field(default_factory=dict)
+    flagged: bool = False
+
+    def note_pii(self, where: str, findings: Iterable[Finding]) -> None:
+        """Count findings by entity type and action under ``verdicts["pii"][where]``."""
+        slot: dict[str, dict[str, int]] = self.verdicts.setdefault("pii", {}).setdefault(where, {})
+        for f in findings:
+            by_action = slot.setdefault(f.entity_type, {})
+            by_action[f.action.value] = by_action.get(f.action.value, 0) + 1
+
+    def note_blocked(self, where: str, entity_types: list[str]) -> None:
+        slot = self.verdicts.setdefault("pii", {}).setdefault(where, {})
+        for t in entity_types:
+            slot.setdefault(t, {})["block"] = 1
+
+    def output_active(self, operation: str) -> bool:
+        """True when answers must be parsed: placeholders to restore, a response policy
+        that rewrites, or tool calls to check."""
+        tools = operation == "chat" and self.policy.tools.allowed is not None
+        return bool(len(self.vault)) or self.policy.response_rewrites or tools
+
+
+def guard_state(ctx: RequestContext) -> GuardState | None:
+    state = ctx.extra.get(GUARD)
+    return state if isinstance(state, GuardState) else None

@@ -1,0 +1,88 @@
+"""A tiny OpenAI-compatible upstream for usage edge cases, on a real port in a thread.
+
+The request's ``user`` field picks the usage it reports: ``zero`` (all counts 0),
+``none`` (no usage at all), anything else a normal usage block. Streams send the
+words of ``REPLY`` one per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.gateway.harness import free_port
+
+REPLY = "alpha beta gamma delta"
+
+
+def _usage(mode: str) -> dict[str, Any] | None:
+    if mode == "zero":
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+                "prompt_tokens_details": {"cached_tokens": 0}}
+    if mode == "none":
+        return None
+    return {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    mode = str(body.get("user") or "")
+    usage = _usage(mode)
+    base = {"id": "chatcmpl-fake", "created": 0, "model": "fake-upstream"}
+    if not body.get("stream"):
+        out: dict[str, Any] = {**base, "object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": REPLY},
+             "finish_reason": "stop"}]}
+        if usage is not None:
+            out["usage"] = usage
+        return web.Response(body=orjson.dumps(out), content_type="application/json")
+    resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await resp.prepare(request)
+    words = REPLY.split(" ")
+    for i, w in enumerate(words):
+        chunk = {**base, "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": w if i == 0 else " " + w},
+             "finish_reason": "stop" if i == len(words) - 1 else None}]}
+        await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+    if usage is not None:
+        last = {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+        await resp.write(b"data: " + orjson.dumps(last) + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The server root (the gateway appends the OpenAI path, /v1/...)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeUpstream:
+        self._thread.start()
+
+        async def up() -> None:
+            app = web.Application()
+            app.router.add_post("/v1/chat/completions", _chat)
+            self._runner = web.AppRunner(app, handle_signals=False)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+        asyncio.run_coroutine_threadsafe(up(), self.loop).result(30)
+        return self
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()

@@ -1,0 +1,59 @@
+"""Reading a gateway's ledger (SQLite file or PostgreSQL schema) and checking that its
+rollups are the sums of its raw events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from tokenplane.metering.rollups import DIMENSIONS, GRAINS, MEASURES
+from tokenplane.metering.sinks import open_sink
+
+
+async def _read(target: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    sink = await open_sink(target)
+    try:
+        events = await sink.fetch("SELECT * FROM usage_events")
+        rollups = await sink.fetch("SELECT * FROM usage_rollups")
+    finally:
+        await sink.close()
+    return events, rollups
+
+
+def read_ledger(target: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(raw events, rollup rows) of a ledger, read on a private event loop."""
+    return asyncio.run(_read(target))
+
+
+def expected_rollups(events: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
+    out: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * len(MEASURES))
+    for ev in events:
+        for grain, width in GRAINS.items():
+            bucket = int(ev["ts"]) // width * width
+            key = (grain, bucket, *(ev[d] for d in DIMENSIONS))
+            acc = out[key]
+            for i, m in enumerate(MEASURES):
+                if m == "requests":
+                    acc[i] += 1
+                elif m == "errors":
+                    acc[i] += 0 if ev["status"] == "ok" else 1
+                else:
+                    acc[i] += int(ev[m])
+    return dict(out)
+
+
+def actual_rollups(rollups: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:
+    return {
+        (r["grain"], int(r["bucket"]), *(r[d] for d in DIMENSIONS)):
+            [int(r[m]) for m in MEASURES]
+        for r in rollups
+    }
+
+
+def assert_rollups_match(events: list[dict[str, Any]], rollups: list[dict[str, Any]]) -> None:
+    expected, actual = expected_rollups(events), actual_rollups(rollups)
+    assert set(expected) == set(actual)
+    for key, values in expected.items():
+        assert actual[key] == values, (key, dict(zip(MEASURES, values, strict=True)),
+                                       dict(zip(MEASURES, actual[key], strict=True)))
