@@ -24,6 +24,7 @@ from tokenplane.governance.audit.chain import Keys
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.keyfile import audit_key, key_from_env
 from tokenplane.governance.audit.log import AuditLog
+from tokenplane.governance.audit.segments import list_segments, segment_day
 from tokenplane.governance.pii_policy import redact, scan
 from tokenplane.pipeline.admission_stage import TICKET
 from tokenplane.pipeline.context import RequestContext
@@ -92,14 +93,22 @@ class AuditService:
                 now = self.clock()
                 if self.config.retention_days > 0 and now - self._last_prune >= DAY_S:
                     self._last_prune = now
-                    days = self.config.retention_days
-                    removed = await asyncio.wrap_future(
-                        self._pool.submit(self.log.prune, now, days))
+                    removed = await asyncio.wrap_future(self._pool.submit(self._prune, now))
                     if removed:
                         log.info("audit retention: pruned %d records older than %g days",
-                                 removed, days)
+                                 removed, self.config.retention_days)
             except Exception:
                 log.exception("audit flush failed")
+
+    def _prune(self, now: float) -> int:
+        """Prune when the oldest segment is past retention (reopening the log starts a
+        new segment, so a log with nothing to drop is left alone)."""
+        cutoff = now - self.config.retention_days * DAY_S
+        segments = list_segments(self.log.dir)
+        if not segments or segment_day(segments[0]) >= time.strftime("%Y%m%d",
+                                                                     time.gmtime(cutoff)):
+            return 0
+        return self.log.prune(now, self.config.retention_days)
 
     async def close(self) -> None:
         if self._task is not None:
