@@ -28,7 +28,7 @@ from tokenplane.auth.principal import Principal
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.governance.audit.log import AuditLog
-from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService
+from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService, audit_redactor
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.counting import ModelCounters
 from tokenplane.pipeline.guard_policy import GuardPolicies
@@ -146,8 +146,9 @@ async def main(quick: bool) -> dict[str, Any]:
     # audit: building the entry on the loop, and the append in the audit thread
     with tempfile.TemporaryDirectory() as tmp:
         audit_cfg = GovernanceConfig().audit
+        # the gateway's redactor: the policies' analyzer, whose cache knows the history
         log = AuditLog(Path(tmp) / "a", b"k" * 32, retention="redacted",
-                       redactor=None)
+                       redactor=audit_redactor(policies.analyzer))
         svc = AuditService(log, audit_cfg)
         fin = AuditFinisher(svc, policies)
         ctxs = []

@@ -45,8 +45,11 @@ GOVERNANCE: dict[str, Any] = {
         {"tenant": "acme", "app": "strict",
          "pii": {"prompt": {"default": "mask",
                             "actions": {"CN_ID_CARD": "block", "EMAIL_ADDRESS": "block"}}}},
+        {"tenant": "acme", "app": "narrow", "models": ["another-model"]},
         {"tenant": "globex", "pii": {"prompt": {"default": "allow"},
                                      "response": {"default": "mask"}}},
+        {"tenant": "globex", "app": "noid",
+         "pii": {"response": {"default": "mask", "actions": {"CN_ID_CARD": "block"}}}},
     ],
 }
 

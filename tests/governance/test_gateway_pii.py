@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
+import orjson
 import pytest
 
 from tests.gateway.harness import GatewayThread
@@ -106,3 +108,19 @@ def test_response_policy_masks_what_the_model_writes(
     for seed in range(4):
         text, _ = stream_text(c, PII_TEXT, seed)
         assert text == got  # the stream guard masks exactly like the whole-text policy
+
+
+def test_response_block_refuses_the_answer(env: tuple[GatewayThread, EchoUpstream]) -> None:
+    gw, _ = env
+    key = gw.create_key("globex", app="noid")
+    with pytest.raises(openai.BadRequestError) as info:
+        chat(client(gw, key), PII_TEXT)
+    assert info.value.code == "pii_blocked" and ID_CARD not in info.value.message
+    body = {"model": "echo", "stream": True, "seed": 1,
+            "messages": [{"role": "user", "content": PII_TEXT}]}
+    r = httpx.post(gw.base_url + "/chat/completions", json=body,
+                   headers={"authorization": f"Bearer {key}"}, timeout=30)
+    events = [e for e in r.text.split("\n\n") if e.startswith("data:")]
+    assert events[-1] == "data: [DONE]"
+    assert orjson.loads(events[-2][5:])["error"]["code"] == "pii_blocked"
+    assert ID_CARD not in r.text

@@ -142,3 +142,13 @@ def test_output_and_context_caps(env: tuple[GatewayThread, EchoUpstream]) -> Non
     with pytest.raises(openai.BadRequestError) as info:
         chat(c, "word " * 800)
     assert info.value.code == "context_limit_exceeded"
+
+
+def test_app_level_model_allow_list(env: tuple[GatewayThread, EchoUpstream]) -> None:
+    gw, echo = env
+    before = len(echo.bodies)
+    with pytest.raises(openai.NotFoundError) as info:
+        chat(client(gw, gw.create_key("acme", app="narrow")), "hello")
+    assert info.value.code == "model_not_found"
+    assert len(echo.bodies) == before
+    chat(client(gw, gw.create_key("acme", app="other")), "hello")  # other apps unaffected

@@ -42,6 +42,10 @@ def test_no_pii_in_clear_under_the_data_directory(tmp_path: Path,
             if r.status_code == 200 and not body.get("stream"):
                 assert PII_TEXT in r.text  # by default the client gets its answer unchanged
         assert PII_TEXT in echo.bodies[0]["messages"][1]["content"]  # and the model its prompt
+        limit = gw.config.server.max_body_bytes
+        big = {"model": "echo", "messages": [{"role": "user", "content": "x" * limit}]}
+        too_big = httpx.post(url + "/chat/completions", json=big, headers=headers, timeout=30)
+        assert too_big.status_code == 413  # request size limit
         assert gw.gateway.governance is not None and gw.gateway.governance.audit is not None
         gw.call(gw.gateway.governance.audit.flush())
     files = _files(home)

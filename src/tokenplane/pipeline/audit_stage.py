@@ -13,13 +13,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tokenplane.config.governance_schema import AuditConfig
+from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.audit.chain import Keys
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.keyfile import audit_key, key_from_env
@@ -40,6 +41,16 @@ def audit_root(home: Path) -> Path:
     return home / "audit"
 
 
+def audit_redactor(analyzer: Analyzer) -> Callable[[str], str]:
+    """The ``redacted`` retention form of a text: every recognised entity masked."""
+
+    def redactor(text: str) -> str:
+        # No built-in entity is shorter than 6 characters (a@b.cn).
+        return text if len(text) < 6 else redact(text, analyzer)
+
+    return redactor
+
+
 class AuditService:
     """The worker's audit log behind one thread. ``submit`` never blocks the loop."""
 
@@ -51,7 +62,9 @@ class AuditService:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenplane-audit")
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
-        self.submitted = 0
+        self.submitted = 0  # written on the event loop only
+        self.completed = 0  # written by the audit thread only
+        self.max_backlog = 10_000
 
     @classmethod
     def open(cls, home: Path, worker_id: str | None, config: AuditConfig,
@@ -73,9 +86,22 @@ class AuditService:
         return cls(audit, config)
 
     def submit(self, entry: AuditEntry, ts: float) -> None:
+        """Queue one record. If the audit thread has fallen ``max_backlog`` records
+        behind, the record is kept without its content (marked ``content_dropped``)
+        so the backlog drains instead of growing without bound."""
+        if self.submitted - self.completed > self.max_backlog and entry.content is not None:
+            entry.content = None
+            entry.verdicts = {**entry.verdicts, "content_dropped": "audit_backlog"}
         self.submitted += 1
-        fut = self._pool.submit(self.log.append, entry, ts)
-        fut.add_done_callback(_report)
+        self._pool.submit(self._append, entry, ts)
+
+    def _append(self, entry: AuditEntry, ts: float) -> None:
+        try:
+            self.log.append(entry, ts)
+        except Exception:
+            log.exception("audit append failed for %s", entry.request_id)
+        finally:
+            self.completed += 1  # only this thread writes it
 
     async def flush(self) -> None:
         """Everything submitted so far is written and the head re-signed."""
@@ -120,12 +146,6 @@ class AuditService:
         self._pool.shutdown(wait=True)
 
 
-def _report(fut: Future[int]) -> None:
-    exc = fut.exception()
-    if exc is not None:
-        log.error("audit append failed: %s", exc)
-
-
 class AuditFinisher:
     """Builds the request's :class:`AuditEntry` and hands it to the audit thread."""
 
@@ -142,13 +162,15 @@ class AuditFinisher:
     def entry(self, ctx: RequestContext) -> AuditEntry:
         p = ctx.principal
         state = guard_state(ctx)
+        # response rules that only log: findings here, on the text the client got
+        log_only = (state.policy.response if state is not None
+                    and not state.policy.response_rewrites else None)
+        response = None
+        if ctx.upstream_start is not None and (self.keep_content or log_only is not None):
+            response = _response(ctx, state)
+        if state is not None and log_only is not None and response:
+            state.note_pii("response", scan(_text_of(response), log_only))
         verdicts: dict[str, Any] = dict(state.verdicts) if state is not None else {}
-        response = _response(ctx, state) if ctx.upstream_start is not None else None
-        if state is not None and response and not state.policy.response_rewrites:
-            policy = state.policy.response  # log-only response rules: findings, no rewrite
-            if policy is not None:
-                state.note_pii("response", scan(_text_of(response), policy))
-                verdicts = dict(state.verdicts)
         if ctx.error_code:
             verdicts["error"] = ctx.error_code
         verdict = ("block" if ctx.error_code in BLOCK_CODES
@@ -167,7 +189,7 @@ class AuditFinisher:
             backend=ctx.endpoint.id if ctx.endpoint is not None else None,
             status=ctx.http_status,
             tokens=_tokens(ctx),
-            limits=_limits(ctx),
+            limits=_limits(ctx, self.policies.analyzer),
             verdicts=verdicts,
             verdict=verdict,
             content=content,
@@ -184,14 +206,19 @@ def _tokens(ctx: RequestContext) -> dict[str, int]:
     return out
 
 
-def _limits(ctx: RequestContext) -> dict[str, Any]:
+def _limits(ctx: RequestContext, analyzer: Analyzer) -> dict[str, Any]:
+    """The admission limits bound to the request: scope (an end user's id redacted),
+    rule name, kind, unit and limit."""
     ticket = ctx.extra.get(TICKET)
     grant = getattr(ticket, "grant", None)
     bound = getattr(grant, "limits", None) or ()
     applied = []
     for b in bound:
-        rule = getattr(b, "rule", None)
-        applied.append({"scope": str(getattr(b, "scope", "")),
+        scope, rule = getattr(b, "scope", None), getattr(b, "rule", None)
+        where = f"{getattr(scope, 'kind', '')}:{redact(str(getattr(scope, 'id', '')), analyzer)}"
+        model = getattr(scope, "model", None)
+        applied.append({"scope": where + (f"@{model}" if model else ""),
+                        "rule": str(getattr(rule, "name", "")),
                         "kind": str(getattr(rule, "kind", "")),
                         "unit": str(getattr(rule, "unit", "")),
                         "limit": getattr(rule, "limit", None)})
@@ -199,6 +226,8 @@ def _limits(ctx: RequestContext) -> dict[str, Any]:
 
 
 def _response(ctx: RequestContext, state: GuardState | None) -> Any:
+    if ctx.operation == "embeddings":
+        return None  # vectors, not content
     if ctx.stream:
         text, reasoning = relayed_text(ctx)
         return {"text": text, "reasoning": reasoning} if reasoning else text

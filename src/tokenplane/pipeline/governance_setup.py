@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplane.config.governance_schema import GovernanceConfig
-from tokenplane.governance.pii_policy import redact
-from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService
+from tokenplane.pipeline.admission_stage import AdmissionFinisher
+from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService, audit_redactor
 from tokenplane.pipeline.guard_policy import GuardPolicies
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.output_guard import GuardedCall
@@ -24,7 +24,7 @@ class Governance:
 def install_governance(pipeline: Pipeline, config: GovernanceConfig, home: Path,
                        worker_id: str | None) -> Governance | None:
     """Input guard after validation (so counts see what is sent), the context cap after
-    counting, the output guard around the upstream call, the audit finisher last.
+    counting, the output guard around the upstream call, the audit finisher.
     Returns None (and changes nothing) when governance is disabled."""
     if not config.enabled:
         return None
@@ -37,12 +37,11 @@ def install_governance(pipeline: Pipeline, config: GovernanceConfig, home: Path,
     pipeline.call = GuardedCall(pipeline.call.max_attempts)
     audit = None
     if config.audit.enabled:
-        analyzer = policies.analyzer
-
-        def redactor(text: str) -> str:
-            # No built-in entity is shorter than 6 characters (a@b.cn).
-            return text if len(text) < 6 else redact(text, analyzer)
-
-        audit = AuditService.open(home, worker_id, config.audit, redactor)
-        pipeline.finishers.append(AuditFinisher(audit, policies))
+        audit = AuditService.open(home, worker_id, config.audit,
+                                  audit_redactor(policies.analyzer))
+        # before the admission finisher, which settles and removes the ticket whose
+        # limits the record lists
+        fins = pipeline.finishers
+        at = next((i for i, f in enumerate(fins) if isinstance(f, AdmissionFinisher)), len(fins))
+        fins.insert(at, AuditFinisher(audit, policies))
     return Governance(policies, audit)

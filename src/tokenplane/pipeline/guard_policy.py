@@ -16,6 +16,7 @@ from tokenplane.config.governance_schema import (
     ToolsConfig,
 )
 from tokenplane.governance.analyzer import Analyzer
+from tokenplane.governance.analyzer_cache import CachedAnalyzer
 from tokenplane.governance.injection.detector import HeuristicDetector, InjectionDetector
 from tokenplane.governance.injection.screen import InjectionAction, InjectionPolicy
 from tokenplane.governance.pii_policy import PiiPolicy
@@ -61,7 +62,7 @@ class GuardPolicies:
     _cache: dict[tuple[str, str | None], GuardPolicy] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self.analyzer = Analyzer.from_config(self.config.pii.analyzer)
+        self.analyzer = CachedAnalyzer(Analyzer.from_config(self.config.pii.analyzer))
 
     def for_principal(self, tenant: str, app: str | None) -> GuardPolicy:
         key = (tenant, app)

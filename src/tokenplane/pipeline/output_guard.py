@@ -254,6 +254,8 @@ async def guard_events(
         if tail:
             yield tail
     except ApiError as err:
+        if isinstance(err, PiiBlocked):
+            state.note_blocked("response", err.entity_types)
         await resp.aclose()
         yield frame(err.envelope())
         # set after the relay absorbed the error event (it marks it upstream_error)
