@@ -28,7 +28,7 @@ from typing import Any
 from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import SloClass, default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, RequestRecord, builtin_policies
-from tokenplane.sim.metrics import jain_index
+from tokenplane.sim.metrics import jain_index, lru_prefix_hit_rate
 from tokenplane.sim.runner import clean_json, run_simulation, simulate_point
 from tokenplane.sim.traces import load_trace, scale_load, slice_trace
 from tokenplane.sim.workload import WorkloadRules, assign
@@ -120,6 +120,13 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
     }
     oracle = res["policies"]["tokenplane"]["points"][0]["oracle_prefix_hit_rate"]
     tp_hit = max(hits["tokenplane"])
+    prof = get_profile(ENGINE)
+    trace = slice_trace(load_trace(MOONCAKE, prof.block_size), 0.0, duration)
+    capped = lru_prefix_hit_rate(
+        ((r.prompt_tokens, r.block_hashes) for r in trace),
+        prof.block_size,
+        8 * prof.kv_capacity_blocks,
+    )
     return {
         "slice_s": duration,
         "slo": {"interactive_ttft_s": 5.0, "interactive_tpot_s": 0.1},
@@ -130,6 +137,8 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
         "prefix_hit_rate_per_load": hits,
         "oracle_unlimited_cache_hit_rate": oracle,
         "tokenplane_hit_over_oracle": ratio(tp_hit, oracle or 0.0),
+        "oracle_cluster_capacity_lru_hit_rate": round(capped, 4),
+        "tokenplane_hit_over_capacity_oracle": ratio(tp_hit, capped),
         "targets": {"hit_over_oracle": 0.9, "goodput_vs_rr": 1.5, "goodput_vs_sglang": ">1"},
     }
 

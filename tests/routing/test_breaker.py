@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tokenplane.routing.breaker import Breaker
 from tokenplane.routing.endpoint import BREAKER_CLOSED, BREAKER_HALF_OPEN, BREAKER_OPEN
 
@@ -63,3 +66,37 @@ def test_failed_probe_reopens_for_longer() -> None:
     b.record_failure(6.3)
     assert b.state(11.2) == BREAKER_OPEN  # capped at 5 s
     assert b.state(11.4) == BREAKER_HALF_OPEN
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["ok", "fail", "allow"]), st.floats(0.0, 3.0)), max_size=80
+    ),
+    budget=st.integers(1, 3),
+)
+def test_half_open_never_exceeds_probe_budget(
+    events: list[tuple[str, float]], budget: int
+) -> None:
+    """In half-open, allow() grants a probe exactly while fewer than ``budget``
+    granted probes are still unanswered; open never allows, closed always does."""
+    b = Breaker(consecutive_failures=2, open_s=1.0, probe_budget=budget, probe_successes=3)
+    now = 0.0
+    outstanding = 0
+    for kind, dt in events:
+        now += dt
+        state = b.state(now)
+        if state != BREAKER_HALF_OPEN:
+            outstanding = 0
+        if kind == "allow":
+            ok = b.allow(now)
+            if state == BREAKER_HALF_OPEN:
+                assert ok == (outstanding < budget)
+                outstanding += ok
+            else:
+                assert ok == (state == BREAKER_CLOSED)
+        elif kind == "ok":
+            b.record_success(now)
+            outstanding = max(0, outstanding - 1)
+        else:
+            b.record_failure(now)

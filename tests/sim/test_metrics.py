@@ -13,6 +13,7 @@ from tokenplane.sim.cluster import RequestRecord
 from tokenplane.sim.metrics import (
     goodput,
     jain_index,
+    lru_prefix_hit_rate,
     oracle_prefix_hit_rate,
     percentile,
     summarize,
@@ -75,3 +76,12 @@ def test_goodput_picks_highest_passing_rate() -> None:
     ]
     assert goodput(pts) == 2.0
     assert goodput([{"rate_rps": 1.0, "slo_attainment": 0.1}]) == 0.0
+
+
+def test_lru_oracle_matches_unlimited_when_big_and_loses_when_small() -> None:
+    reqs = [(64, (1, 2, 3, 4)), (64, (5, 6, 7, 8)), (64, (1, 2, 3, 4))]
+    assert lru_prefix_hit_rate(reqs, 16, 1000) == pytest.approx(48 / 192)
+    # capacity 4: the second request evicts the first one's blocks
+    assert lru_prefix_hit_rate(reqs, 16, 4) == 0.0
+    recs = [_rec(f"r{i}", float(i), p, h) for i, (p, h) in enumerate(reqs)]
+    assert oracle_prefix_hit_rate(recs, 16) == lru_prefix_hit_rate(reqs, 16, 10**9)

@@ -49,6 +49,36 @@ def oracle_prefix_hit_rate(records: Iterable[RequestRecord], block_size: int) ->
     return hits / total if total else 0.0
 
 
+def lru_prefix_hit_rate(
+    requests: Iterable[tuple[int, Sequence[int]]], block_size: int, capacity_blocks: int
+) -> float:
+    """Hit rate of one shared LRU prefix cache of ``capacity_blocks`` blocks, for
+    ``(prompt_tokens, block_hashes)`` in arrival order; every prompt block is
+    inserted after its lookup (as if requests ran one at a time)."""
+    from collections import OrderedDict
+
+    lru: OrderedDict[int, None] = OrderedDict()
+    hits = 0
+    total = 0
+    for prompt, hashes in requests:
+        total += prompt
+        limit = (prompt - 1) // block_size
+        n = 0
+        for h in hashes[:limit]:
+            if h not in lru:
+                break
+            n += 1
+        hits += n * block_size
+        for h in hashes:
+            if h in lru:
+                lru.move_to_end(h)
+            else:
+                lru[h] = None
+        while len(lru) > capacity_blocks:
+            lru.popitem(last=False)
+    return hits / total if total else 0.0
+
+
 def _latency(recs: Sequence[RequestRecord]) -> dict[str, float]:
     done = [r for r in recs if r.done]
     ttft = [r.ttft for r in done]
