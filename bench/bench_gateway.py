@@ -56,13 +56,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_servers(tmp: Path) -> tuple[dict[str, str], list[subprocess.Popen[bytes]], str]:
-    up, pt, gw = free_port(), free_port(), free_port()
-    procs = [subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])]
-    procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(pt),
-                                   f"http://127.0.0.1:{up}"]))
-    cfg = tmp / "gw.yaml"
-    cfg.write_text(f"""
+GATEWAY_CONFIG = """
 models:
   - alias: m
     tokenizer: cl100k_base
@@ -71,22 +65,38 @@ models:
     backends:
       - {{id: mock, type: vllm, base_url: "http://127.0.0.1:{up}", model: mock}}
 tenants: [{{name: bench}}]
-""")
+"""
+
+
+def start_servers(
+    tmp: Path,
+) -> tuple[dict[str, str], list[subprocess.Popen[bytes]], dict[str, str]]:
+    """upstream, pass-through, the gateway with its default governance (injection
+    screen, PII log, audit), and the gateway with governance off (the core path)."""
+    up, pt, gw, lean = free_port(), free_port(), free_port(), free_port()
+    procs = [subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])]
+    procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(pt),
+                                   f"http://127.0.0.1:{up}"]))
     from tokenplane.auth.keystore import KeyStore
 
-    home = tmp / "home"
-    store = KeyStore(home / "meta.db")
-    key, _ = store.create_key("bench", app="bench")
-    store.close()
-    env = {**os.environ, "TOKENPLANE_HOME": str(home)}
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port", str(gw)],
-        env=env, stdout=subprocess.DEVNULL))
-    for port, p in zip((up, pt, gw), procs, strict=True):
+    keys: dict[str, str] = {}
+    lean_cfg = "governance: {enabled: false}\n"
+    for name, port, extra in (("gateway", gw, ""), ("gateway-lean", lean, lean_cfg)):
+        home = tmp / name  # a data dir each (each has its own journal writer w0)
+        store = KeyStore(home / "meta.db")
+        keys[name], _ = store.create_key("bench", app="bench")
+        store.close()
+        cfg = tmp / f"{name}.yaml"
+        cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port",
+             str(port)], env={**os.environ, "TOKENPLANE_HOME": str(home)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for port, p in zip((up, pt, gw, lean), procs, strict=True):
         wait_port(port, p)
     urls = {"upstream": f"http://127.0.0.1:{up}", "passthrough": f"http://127.0.0.1:{pt}",
-            "gateway": f"http://127.0.0.1:{gw}"}
-    return urls, procs, key
+            "gateway": f"http://127.0.0.1:{gw}", "gateway-lean": f"http://127.0.0.1:{lean}"}
+    return urls, procs, keys
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
@@ -142,7 +152,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        urls, procs, key = start_servers(Path(tmp))
+        urls, procs, keys = start_servers(Path(tmp))
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
             for _ in range(args.rounds):
@@ -150,7 +160,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     for conc in (1, 32):
                         for (name, url), proc in zip(urls.items(), procs, strict=True):
                             k = f"{'stream' if stream else 'nonstream'}/c{conc}/{name}"
-                            res = await run_load(url, key, stream, conc, args.seconds, proc.pid)
+                            res = await run_load(url, keys.get(name, ""), stream, conc,
+                                               args.seconds,
+                                               proc.pid)
                             raw.setdefault(k, []).append(res)
         finally:
             for p in procs:
@@ -161,14 +173,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ratios: dict[str, Any] = {}
     for mode in ("nonstream", "stream"):
         for conc in (1, 32):
-            g, p = results[f"{mode}/c{conc}/gateway"], results[f"{mode}/c{conc}/passthrough"]
-            ratios[f"{mode}/c{conc}"] = {
-                "throughput_gateway_over_passthrough": round(g["rps"] / p["rps"], 3),
-                "added_p50_ms": round(g["p50_ms"] - p["p50_ms"], 3),
-                "added_ttft_p99_ms": round(g["ttft_p99_ms"] - p["ttft_p99_ms"], 3),
-                "cpu_per_request_gateway_over_passthrough": round(
-                    g["server_cpu_ms_per_request"] / p["server_cpu_ms_per_request"], 3),
-            }
+            p = results[f"{mode}/c{conc}/passthrough"]
+            for gname in ("gateway", "gateway-lean"):
+                g = results[f"{mode}/c{conc}/{gname}"]
+                ratios[f"{mode}/c{conc}/{gname}"] = {
+                    "throughput_gateway_over_passthrough": round(g["rps"] / p["rps"], 3),
+                    "added_p50_ms": round(g["p50_ms"] - p["p50_ms"], 3),
+                    "added_ttft_p99_ms": round(g["ttft_p99_ms"] - p["ttft_p99_ms"], 3),
+                    "cpu_per_request_gateway_over_passthrough": round(
+                        g["server_cpu_ms_per_request"] / p["server_cpu_ms_per_request"], 3),
+                }
     return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
 

@@ -87,6 +87,10 @@ class Journal:
         self._offset = 0
         self._closed = False
         self._gate = threading.Lock()
+        # appends made in one turn of the event loop reach the writer thread as one
+        # item: one queue put and one thread wake-up per turn, not per event
+        self._batch: list[_Waiter] = []
+        self._handoff_loop: asyncio.AbstractEventLoop | None = None
         self.appended = 0
         self.committed = 0
         self.syncs = 0
@@ -108,13 +112,30 @@ class Journal:
 
     def append(self, event: UsageEvent) -> asyncio.Future[None]:
         """Queue ``event``; the future resolves once it is on disk (fsynced)."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         with self._gate:  # nothing slips in behind the stop marker
             if self._closed or self._thread is None:
                 raise JournalClosed("journal is not open")
             self.appended += 1
-            self._queue.put((event, fut))
+            self._batch.append((event, fut))
+            if self._handoff_loop is None:
+                self._handoff_loop = loop
+                loop.call_soon(self._hand_off)
+            elif self._handoff_loop is not loop:  # another loop: hand off at once
+                self._put_batch()
         return fut
+
+    def _hand_off(self) -> None:
+        with self._gate:
+            self._put_batch()
+
+    def _put_batch(self) -> None:
+        """Caller holds the gate."""
+        self._handoff_loop = None
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._queue.put(batch)
 
     def close(self) -> None:
         """Commit everything queued, stop the writer thread, release the lock."""
@@ -123,6 +144,7 @@ class Journal:
                 return
             self._closed = True
             if self._thread is not None:
+                self._put_batch()
                 self._queue.put(_STOP)
         if self._thread is not None:
             self._thread.join()
@@ -154,7 +176,7 @@ class Journal:
             if first is _STOP:
                 stop = True
             else:
-                batch.append(first)  # type: ignore[arg-type]
+                batch.extend(first)  # type: ignore[arg-type]
             while True:
                 try:
                     item = self._queue.get_nowait()
@@ -163,7 +185,7 @@ class Journal:
                 if item is _STOP:
                     stop = True
                 else:
-                    batch.append(item)  # type: ignore[arg-type]
+                    batch.extend(item)  # type: ignore[arg-type]
             if batch:
                 self._commit(batch)
 
