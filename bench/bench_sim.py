@@ -4,9 +4,14 @@ Prints one JSON document. Scenarios (8 replicas, Llama-3-8B on A100 profile):
 
 * ``azure``: Azure LLM inference 2023 conversation trace, a time slice swept over
   load factors; goodput of every policy, the ratios to round-robin and
-  least-requests, and interactive p99 TTFT at 85% of round-robin's goodput.
+  least-requests (each knee bisected to 1%), and interactive TTFT p50/p90/p99 at
+  85% of round-robin's goodput, with the prefill-time lower bound.
+* ``azure_h100``: round-robin's goodput on H100 engines (bisected) and the TTFT
+  probe at 85% of it.
 * ``mooncake``: Mooncake conversation trace (prefix block hashes), swept; goodput,
   prefix-cache hit rate against the unlimited-cache oracle.
+* ``mooncake_offload``: the same, every policy on ``llama3-8b-a100-offload``
+  engines (HBM plus a host-DRAM KV tier), so the comparison stays fair.
 * ``mixed``: half the requests batch, offered load above capacity: interactive
   SLO attainment while batch saturates the cluster.
 * ``fairness``: five Zipf-weighted tenants, heavy overload so all are backlogged;
@@ -28,15 +33,17 @@ from typing import Any
 from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import SloClass, default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, RequestRecord, builtin_policies
-from tokenplane.sim.metrics import jain_index, lru_prefix_hit_rate
+from tokenplane.sim.metrics import jain_index, lru_prefix_hit_rate, percentile
 from tokenplane.sim.runner import clean_json, run_simulation, simulate_point
-from tokenplane.sim.traces import load_trace, scale_load, slice_trace
+from tokenplane.sim.sweep import refine_goodput
+from tokenplane.sim.traces import TraceRequest, load_trace, scale_load, slice_trace
 from tokenplane.sim.workload import WorkloadRules, assign
 
 TRACES = Path("/work/shared/traces")
 AZURE = TRACES / "azure_llm_2023_conv.csv"
 MOONCAKE = TRACES / "mooncake_conversation.jsonl"
 ENGINE = "llama3-8b-a100"
+OFFLOAD_ENGINE = "llama3-8b-a100-offload"
 ALL = ["round-robin", "least-requests", "sglang-cache-aware", "vllm-fcfs", "tokenplane"]
 
 
@@ -56,6 +63,76 @@ def ratio(a: float, b: float) -> float | None:
     return None if b <= 0 else round(a / b, 3)
 
 
+def prefill_time_s(profile: str, prompt: int) -> float:
+    """Time an idle replica needs to prefill ``prompt`` tokens (chunked prefill, no
+    cache), from the profile's step-time model: a lower bound on that request's TTFT."""
+    p = get_profile(profile)
+    t = 0.0
+    left = prompt
+    while left > 0:
+        n = min(left, p.max_num_batched_tokens)
+        t += max(p.t_floor_s, p.a_s_per_token * n) + p.c_s_per_prefill_sq * n * n
+        left -= n
+    return t
+
+
+def refine(res: dict[str, Any], trace: list[TraceRequest], profile: str,
+           classes: dict[str, SloClass], cluster: ClusterConfig,
+           policies: list[str], rel_tol: float = 0.01) -> dict[str, Any]:
+    """Bisect each policy's goodput knee to ``rel_tol`` (see tokenplane.sim.sweep)."""
+    out: dict[str, Any] = {}
+    for pol in policies:
+        def evaluate(load: float, pol: str = pol) -> dict[str, Any]:
+            pt = simulate_point(
+                trace, builtin_policies()[pol], load, engine_profile=profile, classes=classes,
+                rules=WorkloadRules(seed=0), cluster=cluster,
+            )
+            progress(pol + " (bisect)", load, pt)
+            return pt
+
+        est = refine_goodput(res["policies"][pol]["points"], evaluate, rel_tol=rel_tol)
+        out[pol] = {
+            "goodput_rps": est.goodput_rps,
+            "load_pass": round(est.load_pass, 4),
+            "load_fail": None if est.load_fail is None else round(est.load_fail, 4),
+            "rel_precision": None if est.rel_precision is None else round(est.rel_precision, 4),
+            "probes": [
+                {"load": round(p["load"], 4), "rate_rps": p["rate_rps"],
+                 "slo_attainment": p["slo_attainment"]}
+                for p in est.probes
+            ],
+        }
+    return out
+
+
+def ttft_probe(trace: list[TraceRequest], profile: str, load: float,
+               classes: dict[str, SloClass], cluster: ClusterConfig) -> dict[str, Any]:
+    """Interactive TTFT p50/p90/p99 of round-robin and tokenplane at one load, and
+    the same percentiles of the idle-replica prefill time (a lower bound for any
+    policy: every request's TTFT is at least its own prefill time)."""
+    out: dict[str, Any] = {"load": load}
+    wl = assign(scale_load(trace, load), WorkloadRules(seed=0))
+    inter = [r for r in wl if r.slo_class == "interactive"]
+    floor = [prefill_time_s(profile, r.prompt_tokens) for r in inter]
+    out["prefill_lower_bound_s"] = {f"p{q}": round(percentile(floor, q), 4) for q in (50, 90, 99)}
+    out["interactive_prompt_tokens"] = {
+        f"p{q}": percentile([float(r.prompt_tokens) for r in inter], q) for q in (50, 90, 99)
+    }
+    for pol in ("round-robin", "tokenplane"):
+        sim = ClusterSim(builtin_policies()[pol], get_profile(profile), classes, cluster)
+        sim.run(wl)
+        ttft = [r.ttft for r in sim.records.values() if r.slo.name == "interactive" and r.done]
+        out[pol] = {f"p{q}": round(percentile(ttft, q), 4) for q in (50, 90, 99)}
+    out["ratio_tokenplane_over_rr"] = {
+        k: ratio(out["tokenplane"][k], out["round-robin"][k]) for k in ("p50", "p90", "p99")
+    }
+    out["lower_bound_over_rr"] = {
+        k: ratio(out["prefill_lower_bound_s"][k], out["round-robin"][k])
+        for k in ("p50", "p90", "p99")
+    }
+    return out
+
+
 def azure(quick: bool, out: Path | None) -> dict[str, Any]:
     duration: float | None = 900.0 if quick else None
     loads = (
@@ -71,33 +148,58 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
         out_dir=out / "azure" if out else None, classes=classes, cluster=cluster,
         duration_s=duration, progress=progress,
     )
-    good = {k: v["goodput_rps"] for k, v in res["policies"].items()}
-    base = res["base_rate_rps"]
-    rr_load = good["round-robin"] / base if good["round-robin"] > 0 else loads[0]
-    probe = round(0.85 * rr_load, 3)
     trace = slice_trace(load_trace(AZURE), 0.0, duration)
-    p99: dict[str, float] = {}
-    for pol in ("round-robin", "tokenplane"):
-        pt = simulate_point(
-            trace, builtin_policies()[pol], probe, engine_profile=ENGINE, classes=classes,
-            rules=WorkloadRules(seed=0), cluster=cluster,
-        )
-        p99[pol] = pt["per_class"]["interactive"]["ttft_p99_s"]
+    coarse = {k: v["goodput_rps"] for k, v in res["policies"].items()}
+    fine = refine(res, trace, ENGINE, classes, cluster, ALL)
+    good = {k: v["goodput_rps"] for k, v in fine.items()}
+    base = res["base_rate_rps"]
+    rr_load = fine["round-robin"]["load_pass"] or loads[0]
+    probe = round(0.85 * rr_load, 3)
+    ttft = ttft_probe(trace, ENGINE, probe, classes, cluster)
     return {
         "slice_s": duration,
         "base_rate_rps": base,
         "loads": loads,
+        "goodput_rps_coarse": coarse,
         "goodput_rps": good,
+        "bisection": fine,
         "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
         "goodput_vs_least_requests": ratio(good["tokenplane"], good["least-requests"]),
         "probe_load": probe,
-        "interactive_ttft_p99_at_85pct_rr_goodput_s": p99,
-        "ttft_p99_ratio_tokenplane_over_rr": ratio(p99["tokenplane"], p99["round-robin"]),
+        "interactive_ttft_at_85pct_rr_goodput": ttft,
+        "ttft_p99_ratio_tokenplane_over_rr": ttft["ratio_tokenplane_over_rr"]["p99"],
         "targets": {"goodput_vs_rr": 1.5, "goodput_vs_lr": 1.2, "ttft_p99_ratio_max": 1 / 3},
     }
 
 
-def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
+def azure_h100(quick: bool) -> dict[str, Any]:
+    """Round-robin's goodput on H100 engines, bisected, and the TTFT probe at 85% of it."""
+    profile = "llama3-8b-h100"
+    duration: float | None = 900.0 if quick else None
+    loads = [10.0, 15.0, 20.0, 25.0, 30.0] if not quick else [15.0, 25.0]
+    classes = default_slo_classes()
+    cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
+    log(f"azure_h100: slice {duration} s, loads {loads}")
+    res = run_simulation(
+        AZURE, replicas=8, profile=profile, policies=["round-robin"], loads=loads, seed=0,
+        classes=classes, cluster=cluster, duration_s=duration, progress=progress, plots=False,
+    )
+    trace = slice_trace(load_trace(AZURE), 0.0, duration)
+    fine = refine(res, trace, profile, classes, cluster, ["round-robin"], rel_tol=0.02)
+    rr_load = fine["round-robin"]["load_pass"] or loads[0]
+    probe = round(0.85 * rr_load, 3)
+    return {
+        "engine_profile": profile,
+        "slice_s": duration,
+        "bisection": fine,
+        "probe_load": probe,
+        "interactive_ttft_at_85pct_rr_goodput": ttft_probe(trace, profile, probe, classes,
+                                                           cluster),
+    }
+
+
+def mooncake(quick: bool, out: Path | None, profile: str = ENGINE,
+             tag: str = "mooncake") -> dict[str, Any]:
     duration: float | None = 600.0 if quick else None
     loads = [0.75, 1.25, 1.75] if quick else [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     classes = {
@@ -107,10 +209,10 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
     }
     cluster = ClusterConfig(replicas=8, prefill_budget_s=3.0, token_budget_s=4.0)
     pols = ["round-robin", "least-requests", "sglang-cache-aware", "tokenplane"]
-    log(f"mooncake: slice {duration} s, loads {loads}")
+    log(f"{tag}: profile {profile}, slice {duration} s, loads {loads}")
     res = run_simulation(
-        MOONCAKE, replicas=8, profile=ENGINE, policies=pols, loads=loads, seed=0,
-        out_dir=out / "mooncake" if out else None, classes=classes, cluster=cluster,
+        MOONCAKE, replicas=8, profile=profile, policies=pols, loads=loads, seed=0,
+        out_dir=out / tag if out else None, classes=classes, cluster=cluster,
         duration_s=duration, progress=progress,
     )
     good = {k: v["goodput_rps"] for k, v in res["policies"].items()}
@@ -118,16 +220,23 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
         k: [round(p["prefix_hit_rate"], 4) for p in v["points"]]
         for k, v in res["policies"].items()
     }
+    host_hits = {
+        k: [round(p["host_prefix_hit_rate"], 4) for p in v["points"]]
+        for k, v in res["policies"].items()
+    }
     oracle = res["policies"]["tokenplane"]["points"][0]["oracle_prefix_hit_rate"]
     tp_hit = max(hits["tokenplane"])
-    prof = get_profile(ENGINE)
+    prof = get_profile(profile)
     trace = slice_trace(load_trace(MOONCAKE, prof.block_size), 0.0, duration)
     capped = lru_prefix_hit_rate(
         ((r.prompt_tokens, r.block_hashes) for r in trace),
         prof.block_size,
-        8 * prof.kv_capacity_blocks,
+        8 * (prof.kv_capacity_blocks + prof.host_kv_blocks),
     )
     return {
+        "engine_profile": profile,
+        "hbm_blocks_per_replica": prof.kv_capacity_blocks,
+        "host_blocks_per_replica": prof.host_kv_blocks,
         "slice_s": duration,
         "slo": {"interactive_ttft_s": 5.0, "interactive_tpot_s": 0.1},
         "loads": loads,
@@ -135,6 +244,7 @@ def mooncake(quick: bool, out: Path | None) -> dict[str, Any]:
         "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
         "goodput_vs_sglang": ratio(good["tokenplane"], good["sglang-cache-aware"]),
         "prefix_hit_rate_per_load": hits,
+        "host_prefix_hit_rate_per_load": host_hits,
         "oracle_unlimited_cache_hit_rate": oracle,
         "tokenplane_hit_over_oracle": ratio(tp_hit, oracle or 0.0),
         "oracle_cluster_capacity_lru_hit_rate": round(capped, 4),
@@ -244,15 +354,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--only", default="azure,mooncake,mixed,fairness")
+    ap.add_argument("--only", default="azure,azure_h100,mooncake,mooncake_offload,mixed,fairness")
     args = ap.parse_args()
     only = set(args.only.split(","))
     t0 = time.perf_counter()
     result: dict[str, Any] = {"engine_profile": ENGINE, "replicas": 8, "quick": args.quick}
     if "azure" in only:
         result["azure"] = azure(args.quick, args.out)
+    if "azure_h100" in only:
+        result["azure_h100"] = azure_h100(args.quick)
     if "mooncake" in only:
         result["mooncake"] = mooncake(args.quick, args.out)
+    if "mooncake_offload" in only:
+        result["mooncake_offload"] = mooncake(
+            args.quick, args.out, profile=OFFLOAD_ENGINE, tag="mooncake_offload"
+        )
     if "mixed" in only:
         result["mixed"] = mixed(args.quick)
     if "fairness" in only:

@@ -29,14 +29,9 @@ from tokenplane.pipeline.audit_stage import audit_root
 from tokenplane.pipeline.counting import ModelCounters
 from tokenplane.pipeline.governance_setup import Governance, install_governance
 from tokenplane.pipeline.meter_stage import MeterFinisher
+from tokenplane.pipeline.routing_setup import Routing, build_routing
 from tokenplane.pipeline.runner import Pipeline
-from tokenplane.pipeline.stages import (
-    AuthStage,
-    PassThroughStage,
-    RouteStage,
-    TokensStage,
-    ValidateStage,
-)
+from tokenplane.pipeline.stages import AuthStage, Stage, TokensStage, ValidateStage
 from tokenplane.pipeline.upstream_call import UpstreamCall
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http import HttpTransport
@@ -64,6 +59,7 @@ class Gateway:
     predictor: LengthPredictor = field(default_factory=LengthPredictor)
     tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
     governance: Governance | None = None  # guards and audit (config.governance)
+    routing: Routing | None = None  # live replica view, router, scheduler queues
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -81,8 +77,12 @@ class Gateway:
         await self.meter.start()
         if self.governance is not None and self.governance.audit is not None:
             await self.governance.audit.start()
+        if self.routing is not None:
+            await self.routing.start()
 
     async def close(self) -> None:
+        if self.routing is not None:
+            await self.routing.close()
         for s in self.services:
             await s.close()
         for pool in self.pools.values():
@@ -143,20 +143,24 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
                                        lambda: meter.prices, gw.predictor)
     gw.admission = admission
+    routing = gw.routing = build_routing(config, pools, gw.predictor, metrics, counters.count_text)
+    stages: list[Stage] = [
+        AuthStage(keys),
+        ValidateStage(pools, gw.allowed_models),
+        TokensStage(counters),
+        AdmissionStage(admission),
+    ]
+    if routing.schedule_stage is not None:
+        stages.append(routing.schedule_stage)
+    stages.append(routing.route_stage)
     gw.pipeline = Pipeline(
-        stages=[
-            AuthStage(keys),
-            ValidateStage(pools, gw.allowed_models),
-            TokensStage(counters),
-            AdmissionStage(admission),
-            PassThroughStage(),  # scheduling
-            RouteStage(),
-        ],
-        call=UpstreamCall(),
-        finishers=[finisher, AdmissionFinisher(admission, counters.count_text)],
+        stages=stages,
+        call=UpstreamCall(config.routing.max_attempts),
+        finishers=[routing.finisher, finisher, AdmissionFinisher(admission, counters.count_text)],
         attempt_finishers=[finisher],
     )
     gw.governance = install_governance(gw.pipeline, config.governance, home, worker_id)
+    gw.pipeline.call.router = routing.requests  # after governance, which replaces the call
     gw.tracing = otlp_provider(config.observe)
     if gw.tracing is not None:
         gw.pipeline.finishers.append(

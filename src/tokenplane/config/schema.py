@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tokenplane.config.governance_schema import GovernanceConfig
+from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
 
@@ -60,6 +61,7 @@ class BackendConfig(_Strict):
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
     weight: int = Field(1, ge=0)
+    model_version: str | None = None  # canary / A-B splits choose among versions
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
 
     @field_validator("base_url")
@@ -99,6 +101,7 @@ class ModelConfig(_Strict):
     context_window: int = Field(8192, ge=16)
     prices: PriceConfig = Field(default_factory=lambda: PriceConfig())
     backends: list[BackendConfig] = Field(min_length=1)
+    fallbacks: list[str] = Field(default_factory=list)  # aliases to spill to, in order
 
 
 class DepartmentConfig(_Strict):
@@ -197,6 +200,8 @@ class GatewayConfig(_Strict):
     admission: AdmissionConfig = Field(default_factory=lambda: AdmissionConfig())  # type: ignore[call-arg]
     observe: ObserveConfig = Field(default_factory=lambda: ObserveConfig())  # type: ignore[call-arg]
     governance: GovernanceConfig = Field(default_factory=lambda: GovernanceConfig())  # type: ignore[call-arg]
+    routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig())  # type: ignore[call-arg]
+    scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -208,6 +213,10 @@ class GatewayConfig(_Strict):
             if m.alias in seen:
                 raise ValueError(f"duplicate model alias {m.alias!r}")
             seen.add(m.alias)
+        for m in self.models:
+            bad = [f for f in m.fallbacks if f not in seen or f == m.alias]
+            if bad:
+                raise ValueError(f"model {m.alias!r}: unknown fallback aliases {bad}")
         return self
 
     def model(self, alias: str) -> ModelConfig | None:

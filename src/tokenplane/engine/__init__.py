@@ -3,7 +3,8 @@
 Modules:
     profiles    EngineProfile, get_profile(), profile_names(): step-time constants and
                 KV-cache sizes with their sources
-    kv_cache    KVCache: paged blocks, prefix cache over block hashes, LRU eviction
+    kv_cache    KVCache: paged blocks, prefix cache over block hashes, LRU eviction,
+                optional host-DRAM second tier (HBM -> host -> gone)
     core        Engine, EngineRequest, StepResult, FinishedRequest, EngineStats: the
                 iteration-level core; takes ``now`` from its caller
     virtual     run_virtual(): a single-engine virtual-time runner

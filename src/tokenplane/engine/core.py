@@ -9,7 +9,10 @@ reusing cached prefix blocks. The step's duration comes from the profile's model
 
     T = max(t_floor, a * N) + b * sum(decode context lengths) + c * sum(prefill chunk^2)
 
-optionally scaled by seeded Gaussian jitter. The core has no clock: the caller
+optionally scaled by seeded Gaussian jitter, plus, when the profile has a host-DRAM
+KV tier, ``loaded blocks x host_load_s_per_block`` for the prefix blocks that the
+step's admissions copy back from host memory (a load stalls the step that needs
+it; recompute is avoided). The core has no clock: the caller
 passes ``now`` and advances its own time by ``StepResult.duration``, so the same
 engine runs in real time (service.py) and in virtual time (virtual.py, the cluster
 simulator). Work is per request per step, never per token.
@@ -43,6 +46,7 @@ class FinishedRequest:
     cached_tokens: int
     preemptions: int
     aborted: bool
+    host_cached_tokens: int = 0  # of cached_tokens, those loaded from the host tier
 
 
 @dataclass
@@ -68,15 +72,19 @@ class EngineStats:
     prompt_tokens_total: int
     generation_tokens_total: int
     kv_blocks_cached: int = 0  # blocks held by the prefix cache (referenced or idle)
+    host_prefix_hits: int = 0  # of prefix_hits, tokens loaded from the host-DRAM tier
+    host_kv_blocks_cached: int = 0
+    host_kv_blocks_total: int = 0
+    host_blocks_loaded_total: int = 0
 
 
 class _Seq:
     """Scheduler state of one request."""
 
     __slots__ = (
-        "cached_refs", "cached_tokens", "hashes", "max_tokens", "num_blocks", "num_computed",
-        "num_private", "num_tokens", "output", "preemptions", "prompt_len", "reg", "rid",
-        "scheduled_once",
+        "cached_refs", "cached_tokens", "hashes", "host_tokens", "max_tokens", "num_blocks",
+        "num_computed", "num_private", "num_tokens", "output", "preemptions", "prompt_len",
+        "reg", "rid", "scheduled_once",
     )
 
     def __init__(self, req: EngineRequest) -> None:
@@ -92,12 +100,14 @@ class _Seq:
         self.num_blocks = 0
         self.reg = 0  # prompt blocks already offered to the prefix cache
         self.cached_tokens = 0
+        self.host_tokens = 0
         self.preemptions = 0
         self.scheduled_once = False
 
     def finished(self, aborted: bool) -> FinishedRequest:
         return FinishedRequest(
-            self.rid, self.prompt_len, self.output, self.cached_tokens, self.preemptions, aborted
+            self.rid, self.prompt_len, self.output, self.cached_tokens, self.preemptions, aborted,
+            self.host_tokens,
         )
 
 
@@ -105,6 +115,7 @@ class _Seq:
 class _Counters:
     prefix_queries: int = 0
     prefix_hits: int = 0
+    host_prefix_hits: int = 0
     preemptions: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
@@ -117,7 +128,10 @@ class Engine:
         if jitter < 0:
             raise ValueError("jitter must be >= 0")
         self.profile = profile
-        self._kv = KVCache(profile.kv_capacity_blocks, profile.block_size)
+        self._kv = KVCache(profile.kv_capacity_blocks, profile.block_size,
+                           profile.host_kv_blocks)
+        self._load_s_per_block = profile.host_load_s_per_block if profile.host_kv_blocks else 0.0
+        self._loaded = 0  # blocks loaded from the host tier by the step being built
         self._bs = profile.block_size
         self._running: list[_Seq] = []
         self._waiting: deque[_Seq] = deque()
@@ -231,17 +245,19 @@ class Engine:
             seq = waiting[0]
             total = seq.num_tokens
             hashes = seq.hashes
-            hit, idle = kv.match(hashes, (total - 1) // bs) if hashes else (0, 0)
+            hit, idle, on_host = (
+                kv.match_tiers(hashes, (total - 1) // bs) if hashes else (0, 0, 0)
+            )
             start = hit * bs
             n = total - start
             if n > budget:
                 n = budget
             need = (start + n + bs - 1) // bs - hit
-            if need > kv.available() - idle:
+            if need + on_host > kv.available() - idle:
                 break
             waiting.popleft()
-            kv.acquire(hashes, hit)
-            kv.allocate(need)
+            loaded = kv.acquire_prefix(hashes, hit, need)
+            self._loaded += loaded
             seq.cached_refs = list(hashes[:hit])
             seq.num_private = need
             seq.num_blocks = hit + need
@@ -250,8 +266,10 @@ class Engine:
             if not seq.scheduled_once:
                 seq.scheduled_once = True
                 seq.cached_tokens = start
+                seq.host_tokens = loaded * bs
                 c.prefix_queries += total
                 c.prefix_hits += start
+                c.host_prefix_hits += loaded * bs
                 c.prompt_tokens += seq.prompt_len
             running.append(seq)
             scheduled.append((seq, n))
@@ -304,6 +322,9 @@ class Engine:
             )
             if self._jitter > 0.0:
                 duration *= max(0.0, self._rng.gauss(1.0, self._jitter))
+        if self._loaded:
+            duration += self._loaded * self._load_s_per_block
+            self._loaded = 0
         return StepResult(now, duration, emitted, finished, preempted, num_tokens)
 
     def _retire(self, finished: list[FinishedRequest]) -> None:
@@ -333,8 +354,16 @@ class Engine:
             prompt_tokens_total=c.prompt_tokens,
             generation_tokens_total=c.generation_tokens,
             kv_blocks_cached=kv.num_cached,
+            host_prefix_hits=c.host_prefix_hits,
+            host_kv_blocks_cached=kv.num_host,
+            host_kv_blocks_total=kv.host_total,
+            host_blocks_loaded_total=kv.host_loaded,
         )
 
     def cached_prefix_tokens(self, block_hashes: Sequence[int]) -> int:
-        """Tokens of this prefix in the cache now (no side effects)."""
+        """Tokens of this prefix in the HBM cache now (no side effects)."""
         return self._kv.cached_prefix_blocks(block_hashes) * self._bs
+
+    def tiered_prefix_tokens(self, block_hashes: Sequence[int]) -> int:
+        """Tokens of this prefix in HBM or the host tier now (no side effects)."""
+        return self._kv.tiered_prefix_blocks(block_hashes) * self._bs

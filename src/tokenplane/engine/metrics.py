@@ -5,6 +5,13 @@ so they can never drift from the engine; latency histograms are observed by the
 service as tokens are delivered. Counters are declared without the ``_total``
 suffix, as vLLM declares them, so the exposition shows e.g.
 ``vllm:prompt_tokens_total`` and ``vllm:prefix_cache_queries_total``.
+
+With a host-DRAM KV tier (profile ``host_kv_gib`` > 0) the engine also exposes
+figures under names of our own (vLLM has no stable names for them):
+``tokenplane_sim:host_prefix_cache_hits_total`` (prefix-hit tokens loaded from host
+memory; included in ``vllm:prefix_cache_hits_total``),
+``tokenplane_sim:host_kv_blocks_loaded_total`` and the gauge
+``tokenplane_sim:host_kv_cache_usage_perc``.
 """
 
 from __future__ import annotations
@@ -55,6 +62,16 @@ class _EngineCollector(Collector):
         yield counter("vllm:prefix_cache_queries", "Prefix-cache queries, in tokens.",
                       s.prefix_queries)
         yield counter("vllm:prefix_cache_hits", "Prefix-cache hits, in tokens.", s.prefix_hits)
+        if s.host_kv_blocks_total:
+            yield counter("tokenplane_sim:host_prefix_cache_hits",
+                          "Prefix-cache hits loaded from the host-DRAM KV tier, in tokens.",
+                          s.host_prefix_hits)
+            yield counter("tokenplane_sim:host_kv_blocks_loaded",
+                          "KV blocks copied from host DRAM back to GPU memory.",
+                          s.host_blocks_loaded_total)
+            yield gauge("tokenplane_sim:host_kv_cache_usage_perc",
+                        "Host-DRAM KV tier usage; 1 means 100 percent.",
+                        s.host_kv_blocks_cached / s.host_kv_blocks_total)
         yield counter("vllm:num_preemptions", "Cumulative preemptions.", s.preemptions_total)
         yield counter("vllm:prompt_tokens", "Prefill tokens processed.", s.prompt_tokens_total)
         yield counter("vllm:generation_tokens", "Generation tokens processed.",

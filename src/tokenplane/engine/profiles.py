@@ -26,11 +26,21 @@ Sources of the numbers (quoted in each profile's ``source``):
   TFLOPS, H100 989 TFLOPS; NVIDIA data sheets).
 * Llama-3-8B shape (32 layers, 8 KV heads, head_dim 128, 8.03 B parameters): Meta's
   ``config.json`` for meta-llama/Meta-Llama-3-8B.
+
+Second KV tier (``host_kv_gib`` > 0, off by default): host DRAM that takes the
+blocks evicted from HBM, as vLLM's CPU KV offloading, LMCache and Mooncake's
+DRAM pool run it; a prefix hit there costs a copy of ``kv_bytes_per_block`` at
+``host_link_gbps`` (GB/s) instead of recompute. ``llama3-8b-a100-offload``: NVIDIA
+DGX A100 640GB has 2 TB of system memory for 8 A100-80GB GPUs (NVIDIA DGX A100
+data sheet), 256 GiB per GPU; 224 GiB of it hold KV, leaving 32 GiB per GPU for the
+OS and the serving process. Link: PCIe Gen4 x16, 32 GB/s per direction
+(64 GB/s bidirectional, NVIDIA A100 data sheet); ~25 GB/s is what pinned
+host-to-device copies achieve in practice (CUDA ``bandwidthTest``), so 25 GB/s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GIB = 1024**3
 
@@ -57,6 +67,9 @@ class EngineProfile:
     gpu_mem_gib: float = 0.0
     weights_gib: float = 0.0
     utilisation: float = 0.0
+    # Second KV tier in host DRAM (0 = off) and the host-to-GPU link, in GB/s (1e9 B/s).
+    host_kv_gib: float = 0.0
+    host_link_gbps: float = 25.0
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.kv_capacity_blocks < 1:
@@ -66,10 +79,33 @@ class EngineProfile:
         if min(self.t_floor_s, self.a_s_per_token, self.b_s_per_ctx_token,
                self.c_s_per_prefill_sq) < 0:
             raise ValueError("step-time constants must be >= 0")
+        if self.host_kv_gib < 0 or self.host_link_gbps <= 0:
+            raise ValueError("host_kv_gib must be >= 0 and host_link_gbps > 0")
+        if self.host_kv_gib > 0 and self.kv_bytes_per_block == 0:
+            raise ValueError("a host KV tier needs the model shape (layers, kv_heads, ...)")
 
     @property
     def kv_capacity_tokens(self) -> int:
         return self.kv_capacity_blocks * self.block_size
+
+    @property
+    def kv_bytes_per_block(self) -> int:
+        """Bytes of one KV block (0 when the model shape is not given)."""
+        per_token = kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim,
+                                       self.dtype_bytes)
+        return per_token * self.block_size
+
+    @property
+    def host_kv_blocks(self) -> int:
+        """Blocks the host-DRAM tier holds (0 = no second tier)."""
+        if self.host_kv_gib <= 0:
+            return 0
+        return int(self.host_kv_gib * GIB // self.kv_bytes_per_block)
+
+    @property
+    def host_load_s_per_block(self) -> float:
+        """Seconds to copy one block from host DRAM to HBM over the link."""
+        return self.kv_bytes_per_block / (self.host_link_gbps * 1e9)
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
@@ -138,6 +174,17 @@ def _build() -> dict[str, EngineProfile]:
         "vidur profiling data (microsoft/vidur data/profiling/compute/h100) for Llama-2-7B, "
         "the closest profiled shape: ~20 us per batched token above ~5.5 ms",
     )
+    offload = replace(
+        a100,
+        name="llama3-8b-a100-offload",
+        source=a100.source + (
+            " Host KV tier: 224 GiB of DRAM per GPU (DGX A100 640GB: 2 TB for 8 GPUs, "
+            "NVIDIA data sheet; 32 GiB per GPU left to the OS and server), loaded over "
+            "PCIe Gen4 x16 at 25 GB/s (32 GB/s per direction peak, A100 data sheet)."
+        ),
+        host_kv_gib=224.0,
+        host_link_gbps=25.0,
+    )
     instant = EngineProfile(
         name="instant",
         source="No GPU model: zero step time, for benchmarks of the code around the engine.",
@@ -147,7 +194,7 @@ def _build() -> dict[str, EngineProfile]:
         c_s_per_prefill_sq=0.0,
         kv_capacity_blocks=a100.kv_capacity_blocks,
     )
-    return {p.name: p for p in (a100, h100, instant)}
+    return {p.name: p for p in (a100, h100, offload, instant)}
 
 
 def profile_names() -> list[str]:

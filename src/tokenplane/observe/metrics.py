@@ -106,6 +106,19 @@ class GatewayMetrics:
             "tokenplane_admission_store_degraded", "1 while the shared admission store is "
             "unreachable (failing open or closed).", registry=r,
         )
+        self.sched_queue = Gauge(
+            "tokenplane_scheduler_queue_length", "Requests waiting at the gateway, by SLO "
+            "class.", ["slo_class"], registry=r,
+        )
+        self.sched_wait = Histogram(
+            "tokenplane_scheduler_wait_seconds", "Time a request waited at the gateway "
+            "before release to a replica, by SLO class.", ["slo_class"],
+            buckets=(0.0005, *LATENCY_BUCKETS), registry=r,
+        )
+        self.sched_shed = Counter(
+            "tokenplane_scheduler_shed", "Requests shed (503 with retry-after), by SLO class.",
+            ["slo_class"], registry=r,
+        )
 
     def track_admission_store(self, stats: Callable[[], Mapping[str, int]]) -> None:
         """Export the admission store's failure counters (``tokenplane_admission_store_*``:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from tokenplane.api.errors import ApiError
 from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.stages import pick_least_loaded
+from tokenplane.upstream.pool import Endpoint
 from tokenplane.upstream.sse import DONE, frame, payload
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
 
@@ -49,11 +50,29 @@ def _error_from_upstream(status: int, body: bytes | None) -> ApiError:
     return ApiError(mapped, f"upstream failed: {message}", code="upstream_error")
 
 
-class UpstreamCall:
-    """Sends the request, retrying on another replica only before any token was sent."""
+class AttemptRouter(Protocol):
+    """Routing's hooks into the upstream call (pipeline/route_stage.py implements it)."""
 
-    def __init__(self, max_attempts: int = 2) -> None:
+    def retry(self, ctx: RequestContext, tried: list[str]) -> tuple[str, Endpoint] | None: ...
+
+    def bind(self, ctx: RequestContext, alias: str, ep: Endpoint) -> None: ...
+
+    def record(self, ep: Endpoint, failure_status: int | None, cancelled: bool = False) -> None:
+        ...
+
+
+class UpstreamCall:
+    """Sends the request, retrying on another replica only before any token was sent.
+
+    With a ``router``, each attempt's outcome feeds the replica's breaker and a retry
+    goes where routing says (another replica, or a fallback alias's). A failed
+    attempt sent nothing to the client and is billed zero (its ``upstream_start``
+    is cleared before the attempt finishers run).
+    """
+
+    def __init__(self, max_attempts: int = 2, router: AttemptRouter | None = None) -> None:
         self.max_attempts = max_attempts
+        self.router = router
 
     async def send(self, ctx: RequestContext, on_attempt_failed: Any) -> UpstreamResponse:
         tried: list[str] = []
@@ -74,12 +93,27 @@ class UpstreamCall:
                     await resp.aclose()
             except UpstreamError as exc:
                 failure = ApiError(exc.status, exc.message, code=exc.code)
+            except BaseException:
+                if self.router is not None:
+                    self.router.record(ep, None, cancelled=True)
+                raise
+            if self.router is not None:
+                self.router.record(ep, failure.status if failure is not None else None)
             if failure is None:
                 return resp
             ep.in_flight -= 1
             ep.failures += 1
             tried.append(ep.id)
+            ctx.upstream_start = None  # nothing came back: the attempt is billed zero
             retry = failure.status in RETRYABLE and ctx.attempt + 1 < self.max_attempts
+            if retry and self.router is not None:
+                nxt = self.router.retry(ctx, tried)
+                if nxt is None:
+                    raise failure
+                await on_attempt_failed(ctx, failure)
+                ctx.attempt += 1
+                self.router.bind(ctx, *nxt)
+                continue
             if retry and len(tried) < len(ctx.pool.endpoints):
                 await on_attempt_failed(ctx, failure)
                 ctx.attempt += 1

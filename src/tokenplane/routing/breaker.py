@@ -45,6 +45,18 @@ class Breaker:
             self._probe_ok = 0
         return self._state
 
+    def available(self, now: float) -> bool:
+        """Whether :meth:`allow` would let a request through now (takes nothing)."""
+        st = self.state(now)
+        return st == BREAKER_CLOSED or (
+            st == BREAKER_HALF_OPEN and self._probes_out < self.probe_budget
+        )
+
+    def release_probe(self, now: float) -> None:
+        """Give back a probe slot whose request ended without an outcome (cancelled)."""
+        if self.state(now) == BREAKER_HALF_OPEN:
+            self._probes_out = max(0, self._probes_out - 1)
+
     def allow(self, now: float) -> bool:
         """Whether a request may go to this replica now (takes a probe slot if half-open)."""
         st = self.state(now)

@@ -49,6 +49,9 @@ class ClusterConfig:
     profile's per-token cost: ``prefill_budget_s`` for uncached prefill tokens
     in flight, ``token_budget_s`` for prefill plus predicted decode tokens in
     flight. ``max_waiting`` bounds requests queued inside each engine.
+    ``prefix_index_blocks`` bounds the gateway's per-replica prefix index; 0
+    derives it from the profile: max(100,000, HBM blocks + host-tier blocks), so a
+    replica with a host KV tier is remembered for everything it still holds.
     """
 
     replicas: int = 8
@@ -61,6 +64,7 @@ class ClusterConfig:
     expire_interval_s: float = 1.0
     jitter: float = 0.0
     seed: int = 0
+    prefix_index_blocks: int = 0
 
 
 @dataclass(slots=True)
@@ -76,6 +80,7 @@ class RequestRecord:
     finish: float = -1.0
     output_tokens: int = 0
     cached_tokens: int = 0
+    host_cached_tokens: int = 0
     preemptions: int = 0
     shed: bool = False
     uncached_est: int = 0
@@ -136,7 +141,14 @@ class ClusterSim:
         self.profile = engine_profile
         self.classes = classes
         self.cfg = cfg
-        self.ctx = RoutingContext(block_size=engine_profile.block_size, seed=cfg.seed)
+        index_blocks = cfg.prefix_index_blocks or max(
+            100_000, engine_profile.kv_capacity_blocks + engine_profile.host_kv_blocks
+        )
+        self.ctx = RoutingContext(
+            block_size=engine_profile.block_size,
+            prefix_capacity_blocks=index_blocks,
+            seed=cfg.seed,
+        )
         self.router = build_named_profile(policy.profile, self.ctx)
         self.engines = [
             Engine(engine_profile, seed=cfg.seed * 1009 + i, jitter=cfg.jitter)
@@ -261,6 +273,7 @@ class ClusterSim:
             rec.finish = t
             rec.output_tokens = fin.output_tokens
             rec.cached_tokens = fin.cached_tokens
+            rec.host_cached_tokens = fin.host_cached_tokens
             rec.preemptions = fin.preemptions
             self.inflight[i] -= 1
             if rec.emitted < rec.predicted:

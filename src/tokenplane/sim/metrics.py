@@ -118,6 +118,7 @@ def summarize(
         }
     prompt = sum(r.req.prompt_tokens for r in records if r.done)
     cached = sum(r.cached_tokens for r in records if r.done)
+    host_cached = sum(r.host_cached_tokens for r in records if r.done)
     tenants: dict[str, int] = {}
     for r in records:
         if r.done:
@@ -134,6 +135,7 @@ def summarize(
         **_latency(records),
         "per_class": per_class,
         "prefix_hit_rate": cached / prompt if prompt else 0.0,
+        "host_prefix_hit_rate": host_cached / prompt if prompt else 0.0,
         "oracle_prefix_hit_rate": (
             oracle_prefix_hit_rate(records, block_size) if with_oracle and has_prefix else None
         ),

@@ -1,0 +1,91 @@
+"""Config sections for routing (profiles, splits, breakers, scraping) and gateway
+scheduling (SLO classes, the saturation gate). See docs/ROUTING.md."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BreakerConfig(_Strict):
+    """Per-replica circuit breaker (outlier ejection); see routing/breaker.py."""
+
+    consecutive_failures: int = Field(5, ge=1)
+    error_rate: float = Field(0.5, gt=0, le=1)
+    min_requests: int = Field(20, ge=1)
+    window_s: float = Field(10.0, gt=0)
+    open_s: float = Field(5.0, gt=0)
+    max_open_s: float = Field(60.0, gt=0)
+    probe_successes: int = Field(1, ge=1)
+
+
+class SplitConfig(_Strict):
+    """A canary / A-B split of one alias between model versions."""
+
+    weights: dict[str, float] = Field(min_length=1)
+    by: Literal["request", "session"] = "request"
+    header: str | None = None
+    header_versions: dict[str, str] = Field(default_factory=dict)
+    tenant_versions: dict[str, str] = Field(default_factory=dict)
+    salt: str = ""
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        if any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
+            raise ValueError("split weights must be non-negative with a positive sum")
+        return v
+
+
+Profile = str | dict[str, Any]
+
+
+class RoutingConfig(_Strict):
+    """``profile``: a built-in profile name or a profile dict (filters, scorers,
+    picker); ``models``: per-alias override; ``splits``: per-alias version split."""
+
+    profile: Profile = "gateway"
+    models: dict[str, Profile] = Field(default_factory=dict)
+    splits: dict[str, SplitConfig] = Field(default_factory=dict)
+    block_size: int = Field(16, ge=1, le=4096)
+    prefix_capacity_blocks: int = Field(100_000, ge=1)
+    max_attempts: int = Field(3, ge=1, le=10)
+    scrape_interval_s: float = Field(1.0, ge=0)  # 0: no scraping
+    scrape_timeout_s: float = Field(0.5, gt=0)
+    session_header: str = "x-session-id"
+    breaker: BreakerConfig = Field(default_factory=lambda: BreakerConfig())  # type: ignore[call-arg]
+
+
+class SchedulingConfig(_Strict):
+    """The gateway queue: SLO classes, how requests pick one, and the gate's limits."""
+
+    enabled: bool = True
+    classes: dict[str, dict[str, Any]] = Field(default_factory=dict)  # {} = defaults
+    default_class: str = "interactive"
+    header: str = "x-tokenplane-slo-class"
+    by_app: dict[str, str] = Field(default_factory=dict)
+    by_key: dict[str, str] = Field(default_factory=dict)  # key id -> class
+    by_tenant: dict[str, str] = Field(default_factory=dict)
+    max_waiting: int = Field(8, ge=1)  # queued requests per replica before it is saturated
+    max_num_seqs: int | None = Field(None, ge=1)  # None: the engine profile's, else 256
+    kv_limit: float = Field(0.92, gt=0, le=1)
+    tick_s: float = Field(0.1, gt=0)
+    tenant_weights: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_classes(self) -> SchedulingConfig:
+        from tokenplane.scheduling.slo import default_slo_classes, slo_classes_from_config
+
+        names = set(slo_classes_from_config(self.classes) if self.classes
+                    else default_slo_classes())
+        used = {self.default_class, *self.by_app.values(), *self.by_key.values(),
+                *self.by_tenant.values()}
+        unknown = sorted(used - names)
+        if unknown:
+            raise ValueError(f"unknown SLO classes {unknown}; known: {sorted(names)}")
+        return self

@@ -1,0 +1,90 @@
+"""Builds routing and scheduling for a gateway: the live view of every replica, the
+metrics scraper, the router, the scheduler queues, and the stages that use them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tokenplane.config.schema import GatewayConfig
+from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.pipeline.route_stage import RequestRouting, RouteStage
+from tokenplane.pipeline.schedule_hub import SchedulerHub
+from tokenplane.pipeline.schedule_stage import CountText, RoutingFinisher, ScheduleStage
+from tokenplane.routing.gateway_router import GatewayRouter
+from tokenplane.routing.live import UNBOUNDED, LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.scraper import MetricsScraper
+from tokenplane.tokens.predictor import LengthPredictor
+from tokenplane.upstream.inprocess import InProcessTransport
+from tokenplane.upstream.pool import Pool
+
+SCRAPED_TYPES = frozenset({"vllm", "sglang", "sim"})
+
+
+def build_live(config: GatewayConfig, pools: dict[str, Pool]) -> LiveView:
+    live = LiveView()
+    sched = config.scheduling
+    for alias, pool in pools.items():
+        for ep in pool.endpoints:
+            b = ep.backend
+            le = LiveEndpoint(
+                endpoint=ep, alias=alias, breaker=breaker_from(config.routing.breaker),
+                model_version=b.model_version or "", max_waiting=sched.max_waiting,
+            )
+            if isinstance(ep.transport, InProcessTransport):
+                engine = ep.transport.service.engine
+                le.local_stats = engine.stats
+                le.max_num_seqs = sched.max_num_seqs or engine.profile.max_num_seqs
+                le.token_capacity = engine.profile.kv_capacity_tokens
+                le.prefill_capacity = UNBOUNDED
+            else:
+                le.max_num_seqs = sched.max_num_seqs or le.max_num_seqs
+                if b.type in SCRAPED_TYPES and b.base_url is not None:
+                    le.scrape_url = b.base_url.rstrip("/") + "/metrics"
+            live.add(le)
+    return live
+
+
+@dataclass
+class Routing:
+    """Everything routing and scheduling hold for one gateway worker."""
+
+    live: LiveView
+    router: GatewayRouter
+    requests: RequestRouting
+    hub: SchedulerHub | None
+    scraper: MetricsScraper
+    route_stage: RouteStage
+    schedule_stage: ScheduleStage | None
+    finisher: RoutingFinisher
+
+    async def start(self) -> None:
+        if self.hub is not None:
+            await self.hub.start()
+        await self.scraper.start()
+
+    async def close(self) -> None:
+        await self.scraper.close()
+        if self.hub is not None:
+            await self.hub.close()
+
+
+def build_routing(
+    config: GatewayConfig, pools: dict[str, Pool], predictor: LengthPredictor,
+    metrics: GatewayMetrics, count_text: CountText,
+) -> Routing:
+    clock = time.monotonic
+    live = build_live(config, pools)
+    fallbacks = {m.alias: m.fallbacks for m in config.models}
+    router = GatewayRouter(config.routing, live, fallbacks, clock)
+    requests = RequestRouting(router, pools, predictor)
+    hub = SchedulerHub(config.scheduling, router, metrics, clock) \
+        if config.scheduling.enabled else None
+    rc = config.routing
+    scraper = MetricsScraper(live, rc.scrape_interval_s, rc.scrape_timeout_s,
+                             hub.pump_all if hub is not None else None, clock)
+    return Routing(
+        live, router, requests, hub, scraper, RouteStage(requests),
+        ScheduleStage(hub, requests) if hub is not None else None,
+        RoutingFinisher(requests, hub, count_text),
+    )

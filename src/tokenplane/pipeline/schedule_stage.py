@@ -1,0 +1,75 @@
+"""The schedule stage (SLO class, gateway queue, late binding) and the finisher that
+gives back a request's replica load and pumps the queues when it ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tokenplane.config.schema import ModelConfig
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.meter_stage import settled_counts
+from tokenplane.pipeline.route_stage import RequestRouting, RouteInfo, route_info
+from tokenplane.pipeline.schedule_hub import SchedulerHub
+from tokenplane.scheduling.scheduler import QueuedRequest
+
+SLO_CLASS = "slo_class"  # ctx.extra: the request's SLO class name
+CountText = Callable[[ModelConfig, str], int]
+
+
+class ScheduleStage:
+    """Chooses the request's SLO class and waits at the gateway until a replica has
+    room for it; the replica is chosen when it is released (late binding)."""
+
+    def __init__(self, hub: SchedulerHub, routing: RequestRouting) -> None:
+        self.hub = hub
+        self.routing = routing
+
+    async def run(self, ctx: RequestContext) -> None:
+        p = ctx.principal
+        header = ctx.headers.get(self.hub.cfg.header)
+        slo = self.hub.class_of(header, p.key_id if p else None, p.app if p else None,
+                                p.tenant if p else None)
+        ctx.extra[SLO_CLASS] = slo.name
+        info = self.routing.info(ctx)
+        info.slo = slo
+        q = self.hub.target(info.requested_alias, info.version, slo)
+        if q is None:
+            return  # nothing is up: the route stage tries what it can
+        info.queue = q
+        item = QueuedRequest(info.req, slo, self.hub.clock())
+        le = await self.hub.acquire(q, item)
+        self.routing.bind(ctx, le.alias, le.endpoint)
+
+
+class RoutingFinisher:
+    """Gives back the replica load the request held, corrects its tenant's virtual
+    token counter with the real output length, and releases waiting requests."""
+
+    def __init__(
+        self, routing: RequestRouting, hub: SchedulerHub | None, count_text: CountText,
+    ) -> None:
+        self.routing = routing
+        self.hub = hub
+        self.count_text = count_text
+
+    async def finish(self, ctx: RequestContext) -> None:
+        info = route_info(ctx)
+        if info is None:
+            return
+        self.routing.unload(info)
+        hub = self.hub
+        if hub is None or info.queue is None:
+            return
+        self._settle(hub, ctx, info, self.count_text)
+        hub.pump(info.queue)
+        if ctx.alias is not None and ctx.alias != info.queue[0]:
+            hub.pump((ctx.alias, ""))
+
+    @staticmethod
+    def _settle(
+        hub: SchedulerHub, ctx: RequestContext, info: RouteInfo, count_text: CountText,
+    ) -> None:
+        if ctx.endpoint is None or ctx.upstream_start is None:
+            return
+        actual = settled_counts(ctx, count_text).output  # cached on ctx for the meter
+        hub.settle(info.queue or ("", ""), info.req.tenant, info.req.predicted_output, actual)

@@ -1,0 +1,163 @@
+"""Routing on the gateway's request path: profiles per alias, version splits,
+fallback aliases, and the breaker bookkeeping of each choice."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenplane.config.routing_schema import Profile, RoutingConfig, SplitConfig
+from tokenplane.routing.endpoint import EndpointState, RouteRequest
+from tokenplane.routing.live import LiveEndpoint, LiveView
+from tokenplane.routing.plugins import RoutingContext
+from tokenplane.routing.profile import NoEndpointError, RoutingProfile
+from tokenplane.routing.registry import PluginRegistry, builtin_profile_configs, default_registry
+from tokenplane.routing.split import SplitRule
+from tokenplane.upstream.pool import Endpoint
+
+GATEWAY_PROFILE: dict[str, Any] = {
+    "name": "gateway",
+    "filters": ["healthy", "pool", "model_version"],
+    "scorers": [
+        {"name": "outstanding_requests", "weight": 1.0},
+        {"name": "prefix_affinity", "weight": 0.6},
+        {"name": "session_affinity", "weight": 0.3},
+        {"name": "queue_depth", "weight": 0.3},
+        {"name": "kv_cache", "weight": 0.2},
+    ],
+    "picker": "max_score_rr",
+}
+
+
+@dataclass(slots=True)
+class MaxScoreRoundRobinPicker:
+    """Highest total score; ties go round-robin (spreads an idle cluster evenly)."""
+
+    tolerance: float = 1e-9
+    _turn: int = 0
+
+    def pick(
+        self, req: RouteRequest, scored: Mapping[str, float], endpoints: Sequence[EndpointState]
+    ) -> str:
+        if not scored:
+            raise LookupError("no candidate endpoints")
+        best = max(scored.values())
+        top = [k for k, v in scored.items() if v >= best - self.tolerance]
+        self._turn += 1
+        return top[self._turn % len(top)]
+
+
+def gateway_registry() -> PluginRegistry:
+    r = default_registry()
+    r.add_picker("max_score_rr", lambda p, c: MaxScoreRoundRobinPicker())
+    return r
+
+
+def build_profile(spec: Profile, ctx: RoutingContext, registry: PluginRegistry) -> RoutingProfile:
+    """A profile from a name (``gateway`` or a built-in) or a profile dict."""
+    if isinstance(spec, str):
+        configs = {"gateway": GATEWAY_PROFILE, **builtin_profile_configs()}
+        if spec not in configs:
+            raise ValueError(f"unknown routing profile {spec!r}; known: {sorted(configs)}")
+        spec = configs[spec]
+    return registry.build_profile(spec, ctx)
+
+
+def split_rule(cfg: SplitConfig) -> SplitRule:
+    return SplitRule(
+        weights=tuple(cfg.weights.items()), by=cfg.by, header=cfg.header,
+        header_versions=dict(cfg.header_versions), tenant_versions=dict(cfg.tenant_versions),
+        salt=cfg.salt,
+    )
+
+
+class GatewayRouter:
+    """Chooses a replica for a request among an alias's live replicas."""
+
+    def __init__(
+        self, config: RoutingConfig, live: LiveView, fallbacks: Mapping[str, Sequence[str]],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.live = live
+        self.fallbacks = {k: list(v) for k, v in fallbacks.items()}
+        self.clock = clock
+        registry = gateway_registry()
+        self.profiles: dict[str, RoutingProfile] = {}
+        for alias in live.by_alias:
+            ctx = RoutingContext(block_size=config.block_size,
+                                 prefix_capacity_blocks=config.prefix_capacity_blocks)
+            spec = config.models.get(alias, config.profile)
+            self.profiles[alias] = build_profile(spec, ctx, registry)
+        self.splits = {a: split_rule(s) for a, s in config.splits.items()}
+
+    def version(self, alias: str, req: RouteRequest) -> str | None:
+        rule = self.splits.get(alias)
+        return rule.choose(req) if rule is not None else None
+
+    def candidates(
+        self, alias: str, version: str | None, exclude: Sequence[str] = (), panic: bool = False,
+    ) -> list[LiveEndpoint]:
+        """Replicas that may take a request now: healthy, breaker not open. In panic
+        (nothing else can serve) health checks are ignored, breakers are not."""
+        now = self.clock()
+        return [e for e in self.live.of(alias, version)
+                if e.id not in exclude
+                and (e.available(now) if not panic else e.breaker.available(now))]
+
+    def choose(
+        self, alias: str, req: RouteRequest, cands: Sequence[LiveEndpoint], panic: bool = False,
+    ) -> LiveEndpoint | None:
+        """Pick among ``cands`` with the alias's profile and record the decision
+        (``panic``: as if their failed health checks had passed)."""
+        if not cands:
+            return None
+        now = self.clock()
+        by_id = {e.id: e for e in cands}
+        snaps = self.live.snapshots(cands, now)
+        if panic:
+            snaps = [dataclasses.replace(s, healthy=True) for s in snaps]
+        try:
+            eid = self.profiles[alias].route(req, snaps)
+        except (NoEndpointError, LookupError):
+            return None
+        return by_id[eid]
+
+    def take(self, le: LiveEndpoint) -> None:
+        """The request is going to ``le`` now (takes a half-open breaker's probe slot)."""
+        le.breaker.allow(self.clock())
+
+    def pick(
+        self, alias: str, req: RouteRequest, version: str | None, exclude: Sequence[str] = (),
+    ) -> tuple[str, Endpoint] | None:
+        """(alias, endpoint): a replica of ``alias`` (of the version when one is
+        chosen), else of its fallback aliases in order; None when none can serve."""
+        le = self.choose(alias, req, self.candidates(alias, version, exclude))
+        if le is not None:
+            self.take(le)
+            return alias, le.endpoint
+        for fb in self.fallbacks.get(alias, ()):
+            le = self.choose(fb, req, self.candidates(fb, None, exclude))
+            if le is not None:
+                self.take(le)
+                return fb, le.endpoint
+        # panic: every health check failed; trying beats refusing (breakers still apply)
+        panic = [e for e in self.candidates(alias, version, exclude, panic=True)
+                 if not e.healthy]
+        le = self.choose(alias, req, panic, panic=True) if panic else None
+        if le is not None:
+            self.take(le)
+            return alias, le.endpoint
+        return None
+
+    def record(self, ep: Endpoint, failure_status: int | None, cancelled: bool = False) -> None:
+        """An attempt's outcome for the replica's breaker: a 5xx (or no answer) is a
+        failure; any other answer a success."""
+        now = self.clock()
+        if cancelled:
+            self.live.record(ep.id, now, None)
+        else:
+            self.live.record(ep.id, now, failure_status is None or failure_status < 500)

@@ -1,0 +1,121 @@
+"""The gateway's live view of its replicas, as :class:`EndpointState` snapshots.
+
+Per replica: the gateway's own figures (requests, uncached prompt tokens and
+predicted decode tokens in flight, counted on ``upstream.pool.Endpoint``), the
+engine's figures (read directly from an in-process simulated engine, or the last
+successful scrape of an HTTP replica's ``/metrics``), health (a failed scrape
+marks it unhealthy until the next good one) and a circuit breaker fed by the
+upstream call's outcomes and by scrape failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tokenplane.config.routing_schema import BreakerConfig
+from tokenplane.engine.core import EngineStats
+from tokenplane.routing.breaker import Breaker
+from tokenplane.routing.endpoint import BREAKER_OPEN, EndpointState
+from tokenplane.routing.engine_metrics import EngineMetrics
+from tokenplane.upstream.pool import Endpoint
+
+UNBOUNDED = 1 << 40  # capacity of a replica whose limits the gateway does not know
+DEFAULT_MAX_SEQS = 256
+
+
+@dataclass(slots=True)
+class LiveEndpoint:
+    """One replica: the pool's :class:`Endpoint` plus what routing knows of it."""
+
+    endpoint: Endpoint
+    alias: str
+    breaker: Breaker
+    model_version: str = ""
+    scrape_url: str | None = None  # HTTP engines: their /metrics
+    local_stats: Callable[[], EngineStats] | None = None  # in-process simulated engines
+    max_num_seqs: int = DEFAULT_MAX_SEQS
+    max_waiting: int = 8
+    token_capacity: int = UNBOUNDED
+    prefill_capacity: int = UNBOUNDED
+    healthy: bool = True
+    scraped: EngineMetrics | None = None
+    scraped_at: float = 0.0
+    scrape_failures: int = 0
+    pending: int = 0  # released by the scheduler, not yet sent
+
+    @property
+    def id(self) -> str:
+        return self.endpoint.id
+
+    def snapshot(self, now: float) -> EndpointState:
+        ep = self.endpoint
+        running, waiting, kv = 0, 0, 0.0
+        if self.local_stats is not None:
+            st = self.local_stats()
+            running, waiting, kv = st.num_running, st.num_waiting, st.kv_usage
+        elif self.scraped is not None:
+            m = self.scraped
+            running = m.num_running or 0
+            waiting = m.num_waiting or 0
+            kv = m.kv_usage or 0.0
+        # between scrapes, what the gateway sent is assumed running up to the slots
+        inflight = ep.in_flight + self.pending
+        running = max(running, min(inflight, self.max_num_seqs))
+        state = self.breaker.state(now)
+        if not self.breaker.available(now):
+            state = BREAKER_OPEN  # half-open with its probe out: not for new requests
+        return EndpointState(
+            id=ep.id, pool=self.alias, healthy=self.healthy, num_running=running,
+            num_waiting=waiting, kv_usage=kv, inflight_requests=inflight,
+            inflight_prefill_tokens=ep.prompt_tokens_in_flight,
+            inflight_decode_tokens=ep.decode_tokens_in_flight,
+            max_num_seqs=self.max_num_seqs, max_waiting=self.max_waiting,
+            token_capacity=self.token_capacity, prefill_capacity=self.prefill_capacity,
+            model_version=self.model_version, breaker_state=state,
+        )
+
+    def available(self, now: float) -> bool:
+        return self.healthy and self.breaker.available(now)
+
+
+def breaker_from(cfg: BreakerConfig) -> Breaker:
+    return Breaker(
+        consecutive_failures=cfg.consecutive_failures, error_rate=cfg.error_rate,
+        min_requests=cfg.min_requests, window_s=cfg.window_s, open_s=cfg.open_s,
+        max_open_s=cfg.max_open_s, probe_successes=cfg.probe_successes,
+    )
+
+
+@dataclass(slots=True)
+class LiveView:
+    """Every replica of every alias, by id and by alias."""
+
+    by_id: dict[str, LiveEndpoint] = field(default_factory=dict)
+    by_alias: dict[str, list[LiveEndpoint]] = field(default_factory=dict)
+
+    def add(self, le: LiveEndpoint) -> None:
+        self.by_id[le.id] = le
+        self.by_alias.setdefault(le.alias, []).append(le)
+
+    def of(self, alias: str, version: str | None = None) -> list[LiveEndpoint]:
+        eps = self.by_alias.get(alias, [])
+        return eps if not version else [e for e in eps if e.model_version == version]
+
+    def snapshots(self, eps: Iterable[LiveEndpoint], now: float) -> list[EndpointState]:
+        return [e.snapshot(now) for e in eps]
+
+    def scraped(self) -> list[LiveEndpoint]:
+        return [e for e in self.by_id.values() if e.scrape_url is not None]
+
+    def record(self, ep_id: str, now: float, ok: bool | None) -> None:
+        """An upstream outcome: True success, False failure, None no outcome (cancelled)."""
+        le = self.by_id.get(ep_id)
+        if le is None:
+            return
+        if ok is None:
+            le.breaker.release_probe(now)
+        elif ok:
+            le.breaker.record_success(now)
+        else:
+            le.breaker.record_failure(now)
