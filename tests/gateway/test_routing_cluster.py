@@ -158,8 +158,10 @@ def test_kill_a_replica_mid_run_no_retryable_failure_no_double_billing(
             for f in futs:
                 f.result()
         victim_ep = routing.live.by_id["r1"]
-        # the dead replica was ejected (health check and / or breaker)
+        # the dead replica was ejected: failed health check and open breaker
         wait_for(lambda: gw.call(_ejected(routing, "r1")))
+        text = gw.gateway.metrics.render().decode()
+        assert f'tokenplane_endpoint_healthy{{endpoint="r1",model="{ALIAS}"}} 0.0' in text
         served_before = routing.live.by_id["r1"].endpoint.served
         victim.start().ready()  # same port
         with httpx.Client(base_url=gw.base_url, timeout=30) as c:
@@ -194,7 +196,7 @@ def test_kill_a_replica_mid_run_no_retryable_failure_no_double_billing(
 def _ejected(routing: Any, eid: str) -> Any:
     async def check() -> bool:
         le = routing.live.by_id[eid]
-        return bool(not le.healthy or le.breaker.state(time.monotonic()) == BREAKER_OPEN)
+        return bool(not le.healthy and le.breaker.state(time.monotonic()) == BREAKER_OPEN)
     return check()
 
 

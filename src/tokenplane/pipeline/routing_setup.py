@@ -13,6 +13,7 @@ from tokenplane.pipeline.schedule_hub import SchedulerHub
 from tokenplane.pipeline.schedule_stage import CountText, RoutingFinisher, ScheduleStage
 from tokenplane.routing.gateway_router import GatewayRouter
 from tokenplane.routing.live import UNBOUNDED, LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.live_metrics import EndpointCollector
 from tokenplane.routing.scraper import MetricsScraper
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.inprocess import InProcessTransport
@@ -75,6 +76,7 @@ def build_routing(
 ) -> Routing:
     clock = time.monotonic
     live = build_live(config, pools)
+    metrics.registry.register(EndpointCollector(live, clock))
     fallbacks = {m.alias: m.fallbacks for m in config.models}
     router = GatewayRouter(config.routing, live, fallbacks, clock)
     requests = RequestRouting(router, pools, predictor)

@@ -57,6 +57,10 @@ class RoutingFinisher:
         if info is None:
             return
         self.routing.unload(info)
+        ep = ctx.endpoint
+        if (ep is not None and ctx.status == "error" and ctx.first_token is not None
+                and (ctx.error_code or "").startswith("upstream")):
+            self.routing.record(ep, 502)  # the replica failed mid-stream
         hub = self.hub
         if hub is None or info.queue is None:
             return
