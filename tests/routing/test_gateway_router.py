@@ -153,3 +153,26 @@ def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
     good = validate_config(cfg(routing={"profile": "nonesuch"}))
     with pytest.raises(ValueError, match="unknown routing profile"):
         GatewayRouter(good.routing, _live({"m": [("a", "")]}, BreakerConfig()), {})
+
+
+def test_snapshot_counts_gateway_load_and_trusts_an_engine_with_more_slots() -> None:
+    from tokenplane.routing.engine_metrics import EngineMetrics
+    from tokenplane.scheduling.gate import SaturationGate
+
+    clock = Clock()
+    live = _live({"local": [("a", "")]}, BreakerConfig())
+    a = live.by_id["a"]
+    gate = SaturationGate()
+    a.endpoint.in_flight = 300  # more than the default 256 slots, nothing scraped yet
+    s = a.snapshot(clock())
+    assert (s.num_running, s.queue_depth, s.inflight_requests) == (256, 44, 300)
+    assert not gate.accepts(s)
+    a.scraped = EngineMetrics(num_running=300, num_waiting=0, kv_usage=0.5)
+    s = a.snapshot(clock())  # the engine runs them all and queues none: it has room
+    assert s.queue_depth == 0 and gate.accepts(s)
+    a.scraped = EngineMetrics(num_running=300, num_waiting=9, kv_usage=0.5)
+    assert not gate.accepts(a.snapshot(clock()))
+    a.slots_known, a.max_num_seqs = True, 4  # configured slots are a hard limit
+    a.scraped = EngineMetrics(num_running=4, num_waiting=0, kv_usage=0.1)
+    a.endpoint.in_flight = 4
+    assert not gate.accepts(a.snapshot(clock()))

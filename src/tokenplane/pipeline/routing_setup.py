@@ -31,17 +31,20 @@ def build_live(config: GatewayConfig, pools: dict[str, Pool]) -> LiveView:
             le = LiveEndpoint(
                 endpoint=ep, alias=alias, breaker=breaker_from(config.routing.breaker),
                 model_version=b.model_version or "", max_waiting=sched.max_waiting,
+                slots_known=sched.max_num_seqs is not None,
             )
             if isinstance(ep.transport, InProcessTransport):
                 engine = ep.transport.service.engine
                 le.local_stats = engine.stats
+                le.slots_known = True
                 le.max_num_seqs = sched.max_num_seqs or engine.profile.max_num_seqs
                 le.token_capacity = engine.profile.kv_capacity_tokens
                 le.prefill_capacity = UNBOUNDED
-            else:
+            elif b.type in SCRAPED_TYPES and b.base_url is not None:  # an engine over HTTP
                 le.max_num_seqs = sched.max_num_seqs or le.max_num_seqs
-                if b.type in SCRAPED_TYPES and b.base_url is not None:
-                    le.scrape_url = b.base_url.rstrip("/") + "/metrics"
+                le.scrape_url = b.base_url.rstrip("/") + "/metrics"
+            else:  # a hosted API: no slots the gateway knows of
+                le.max_num_seqs = sched.max_num_seqs or UNBOUNDED
             live.add(le)
     return live
 

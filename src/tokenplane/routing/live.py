@@ -35,6 +35,7 @@ class LiveEndpoint:
     scrape_url: str | None = None  # HTTP engines: their /metrics
     local_stats: Callable[[], EngineStats] | None = None  # in-process simulated engines
     max_num_seqs: int = DEFAULT_MAX_SEQS
+    slots_known: bool = False  # False: max_num_seqs is a guess the engine may exceed
     max_waiting: int = 8
     token_capacity: int = UNBOUNDED
     prefill_capacity: int = UNBOUNDED
@@ -59,9 +60,13 @@ class LiveEndpoint:
             running = m.num_running or 0
             waiting = m.num_waiting or 0
             kv = m.kv_usage or 0.0
+        # an engine running more than the configured slots with none waiting has more
+        seqs = self.max_num_seqs
+        if not self.slots_known and not waiting:
+            seqs = max(seqs, running + 1)
         # between scrapes, what the gateway sent is assumed running up to the slots
         inflight = ep.in_flight + self.pending
-        running = max(running, min(inflight, self.max_num_seqs))
+        running = max(running, min(inflight, seqs))
         state = self.breaker.state(now)
         if not self.breaker.available(now):
             state = BREAKER_OPEN  # half-open with its probe out: not for new requests
@@ -70,7 +75,7 @@ class LiveEndpoint:
             num_waiting=waiting, kv_usage=kv, inflight_requests=inflight,
             inflight_prefill_tokens=ep.prompt_tokens_in_flight,
             inflight_decode_tokens=ep.decode_tokens_in_flight,
-            max_num_seqs=self.max_num_seqs, max_waiting=self.max_waiting,
+            max_num_seqs=seqs, max_waiting=self.max_waiting,
             token_capacity=self.token_capacity, prefill_capacity=self.prefill_capacity,
             model_version=self.model_version, breaker_state=state,
         )
