@@ -1,6 +1,6 @@
 """CPU cost per request of routing and scheduling on the gateway's request path.
 
-In-process, no network: builds a real gateway (three replicas of one alias) and
+In-process, no network: builds a real gateway (one and three replicas of one alias) and
 times, per request, (a) the old baseline ``pick_least_loaded`` (fewest in flight,
 round-robin), (b) routing with the default profile and the scheduler off, (c) the
 schedule stage (class, submit, release, late binding) plus routing and the
@@ -30,12 +30,12 @@ from tokenplane.pipeline.stages import pick_least_loaded
 from tokenplane.tokens.counts import TokenCounts
 
 
-def _config(home: Path, scheduling: bool) -> dict[str, Any]:
+def _config(home: Path, scheduling: bool, replicas: int = 3) -> dict[str, Any]:
     return {
         "data_dir": str(home),
         "models": [{"alias": "m", "tokenizer": "cl100k_base", "backends": [
             {"id": f"r{i}", "type": "vllm", "base_url": f"http://127.0.0.1:{9 + i}"}
-            for i in range(3)]}],
+            for i in range(replicas)]}],
         "routing": {"scrape_interval_s": 0},
         "scheduling": {"enabled": scheduling},
         "governance": {"enabled": False},
@@ -64,9 +64,16 @@ async def _time(n: int, messages: int, step: Callable[[RequestContext], Awaitabl
 
 async def main_async(n: int, messages: int) -> dict[str, Any]:
     out: dict[str, Any] = {"bench": "routing_path", "n": n, "messages": messages}
+    for replicas in (1, 3):
+        out[f"replicas_{replicas}"] = await _one_size(n, messages, replicas)
+    return out
+
+
+async def _one_size(n: int, messages: int, replicas: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        off = build_gateway(validate_config(_config(Path(tmp) / "off", False)))
-        on = build_gateway(validate_config(_config(Path(tmp) / "on", True)))
+        off = build_gateway(validate_config(_config(Path(tmp) / "off", False, replicas)))
+        on = build_gateway(validate_config(_config(Path(tmp) / "on", True, replicas)))
         pool = off.pools["m"]
         r_off, r_on = off.routing, on.routing
         assert r_off is not None and r_on is not None

@@ -6,8 +6,8 @@ Prints one JSON document. Scenarios (8 replicas, Llama-3-8B on A100 profile):
   load factors; goodput of every policy, the ratios to round-robin and
   least-requests (each knee bisected to 1%), and interactive TTFT p50/p90/p99 at
   85% of round-robin's goodput, with the prefill-time lower bound.
-* ``azure_h100``: round-robin's goodput on H100 engines (bisected) and the TTFT
-  probe at 85% of it.
+* ``azure_h100``: round-robin's and tokenplane's goodput on H100 engines
+  (bisected) and the TTFT probe at 85% of round-robin's.
 * ``mooncake``: Mooncake conversation trace (prefix block hashes), swept; goodput,
   prefix-cache hit rate against the unlimited-cache oracle.
 * ``mooncake_offload``: the same, every policy on ``llama3-8b-a100-offload``
@@ -173,24 +173,30 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
 
 
 def azure_h100(quick: bool) -> dict[str, Any]:
-    """Round-robin's goodput on H100 engines, bisected, and the TTFT probe at 85% of it."""
+    """Round-robin's and tokenplane's goodput on H100 engines (same gate budgets in
+    seconds of work), bisected, and the TTFT probe at 85% of round-robin's."""
     profile = "llama3-8b-h100"
     duration: float | None = 900.0 if quick else None
-    loads = [10.0, 15.0, 20.0, 25.0, 30.0] if not quick else [15.0, 25.0]
+    loads = [10.0, 15.0, 20.0, 25.0, 30.0, 36.0, 42.0] if not quick else [15.0, 25.0, 40.0]
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
+    pols = ["round-robin", "tokenplane"]
     log(f"azure_h100: slice {duration} s, loads {loads}")
     res = run_simulation(
-        AZURE, replicas=8, profile=profile, policies=["round-robin"], loads=loads, seed=0,
+        AZURE, replicas=8, profile=profile, policies=pols, loads=loads, seed=0,
         classes=classes, cluster=cluster, duration_s=duration, progress=progress, plots=False,
     )
     trace = slice_trace(load_trace(AZURE), 0.0, duration)
-    fine = refine(res, trace, profile, classes, cluster, ["round-robin"], rel_tol=0.02)
+    fine = refine(res, trace, profile, classes, cluster, pols, rel_tol=0.02)
+    good = {k: v["goodput_rps"] for k, v in fine.items()}
     rr_load = fine["round-robin"]["load_pass"] or loads[0]
     probe = round(0.85 * rr_load, 3)
     return {
         "engine_profile": profile,
         "slice_s": duration,
+        "loads": loads,
+        "goodput_rps": good,
+        "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
         "bisection": fine,
         "probe_load": probe,
         "interactive_ttft_at_85pct_rr_goodput": ttft_probe(trace, profile, probe, classes,

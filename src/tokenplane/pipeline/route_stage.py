@@ -45,6 +45,9 @@ class RequestRouting:
         cfg = router.config
         self.block_size = cfg.block_size
         self.session_header = cfg.session_header.lower()
+        # aliases with a choice to make: prefix hashes are only worth computing there
+        self.choosy = {a for a, eps in router.live.by_alias.items()
+                       if len(eps) > 1 or router.fallbacks.get(a)}
 
     def info(self, ctx: RequestContext) -> RouteInfo:
         """The request's RouteInfo (built once)."""
@@ -64,8 +67,8 @@ class RequestRouting:
         req = RouteRequest(
             request_id=ctx.request_id, tenant=tenant, session_id=session,
             prompt_tokens=prompt, predicted_output=predicted,
-            block_hashes=request_block_hashes(ctx.operation, ctx.body, prompt,
-                                              self.block_size),
+            block_hashes=request_block_hashes(ctx.operation, ctx.body, prompt, self.block_size)
+            if ctx.alias in self.choosy else (),
             keys=ctx.headers,
         )
         info = RouteInfo(req, ctx.alias, self.router.version(ctx.alias, req))

@@ -123,7 +123,10 @@ class SchedulerHub:
         if not allowed or (item.route.block_hashes and len(allowed) < len(snaps)):
             return None
         req = item.route
-        eid = self.router.profiles[q[0]].route(req, allowed)
+        try:
+            eid = self.router.route_snapshots(q[0], req, allowed)
+        except LookupError:  # the profile's filters left nothing: let the queue decide
+            return None
         sched.vtc.charge(req.tenant, req.prompt_tokens, req.predicted_output)
         st = sched.stats.setdefault(item.slo.name, ClassStats())
         st.submitted += 1

@@ -121,10 +121,22 @@ class GatewayRouter:
         if panic:
             snaps = [dataclasses.replace(s, healthy=True) for s in snaps]
         try:
-            eid = self.profiles[alias].route(req, snaps)
+            eid = self.route_snapshots(alias, req, snaps)
         except (NoEndpointError, LookupError):
             return None
         return by_id[eid]
+
+    def route_snapshots(
+        self, alias: str, req: RouteRequest, snaps: Sequence[EndpointState]
+    ) -> str:
+        """The profile's choice among ``snaps`` (already healthy and of the right
+        version), recorded; a single candidate is taken without scoring."""
+        profile = self.profiles[alias]
+        if len(snaps) == 1:
+            eid = snaps[0].id
+            profile.commit(req, eid)
+            return eid
+        return profile.route(req, snaps)
 
     def take(self, le: LiveEndpoint) -> None:
         """The request is going to ``le`` now (takes a half-open breaker's probe slot)."""
