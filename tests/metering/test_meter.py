@@ -122,7 +122,7 @@ async def test_explicit_writer_id_in_use_is_refused(tmp_path: Path) -> None:
     await first.start()
     try:
         with pytest.raises(JournalBusy):
-            await Meter(tmp_path, writer_id="gw-1").start()
+            await Meter(tmp_path, writer_id="gw-1", claim_timeout_s=0.2).start()
         second = Meter(tmp_path)  # no id given: takes the first free one
         await second.start()
         assert second.writer_id == "w0"

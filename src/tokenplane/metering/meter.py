@@ -73,6 +73,7 @@ class Meter:
         max_writers: int = 256,
         adopt_interval_s: float | None = None,
         flush_interval_s: float = 0.0,
+        claim_timeout_s: float = 30.0,
         sink_options: dict[str, Any] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
     ) -> None:
@@ -89,6 +90,7 @@ class Meter:
         self.max_writers = max_writers
         self.adopt_interval_s = adopt_interval_s
         self.flush_interval_s = flush_interval_s
+        self.claim_timeout_s = claim_timeout_s
         self.sink_options = dict(sink_options or {})
         self._adopter: asyncio.Task[None] | None = None
         self._unrecorded_prices: dict[str, PriceBook] = {}
@@ -121,7 +123,7 @@ class Meter:
                 log.warning("ledger unavailable at start, journaling only for now: %s", exc)
                 self._sink = DeferredSink(target, **self.sink_options)
         try:
-            lock = self._claim_writer_id()
+            lock = await self._claim_writer_id_patiently()
         except JournalBusy:
             if self._owns_sink:
                 await self.sink.close()
@@ -172,6 +174,22 @@ class Meter:
                 await self._record_prices()
             except Exception as exc:  # the sink may be down; the journals wait on disk
                 log.warning("adopting orphaned journals failed: %s", exc)
+
+    async def _claim_writer_id_patiently(self) -> WriterLock:
+        """A named writer id may be held for a moment by a sibling process that is
+        adopting it as an orphan (it releases it once the replay is done): wait for
+        it, up to ``claim_timeout_s``, before giving up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.claim_timeout_s if self._requested_id else 0.0)
+        delay = 0.02
+        while True:
+            try:
+                return self._claim_writer_id()
+            except JournalBusy:
+                if loop.time() >= deadline:
+                    raise
+            await asyncio.sleep(delay)  # the adopter holds the lock only while replaying
+            delay = min(delay * 2, 0.5)
 
     def _claim_writer_id(self) -> WriterLock:
         if self._requested_id is not None:
