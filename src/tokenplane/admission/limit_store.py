@@ -16,7 +16,6 @@ by every tenant of the gateway): ``department: <tenant>/<department>``, ``app:
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -31,6 +30,7 @@ from tokenplane.admission.binding import LimitTable
 from tokenplane.admission.limits import LimitError, ScopeLimits
 from tokenplane.admission.periods import Period
 from tokenplane.admission.scopes import Principal, Scope
+from tokenplane.auth.db_watch import DbChangeWatch
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS limits (
@@ -162,26 +162,13 @@ class LimitStore:
         self._db.executescript(_SCHEMA)
         self._db.commit()
         self.table = LimitTable()
-        self._version = -1
-        self._signature: tuple[int, ...] = ()
+        self._watch = DbChangeWatch(self._db, self.path)
         self._checked = 0.0
         self._reload()
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-    # --- the gateway's cheap change detection -------------------------------------
-    def _file_signature(self) -> tuple[int, ...]:
-        sig: list[int] = []
-        for suffix in ("-wal", ""):
-            try:
-                st = os.stat(f"{self.path}{suffix}")
-            except FileNotFoundError:
-                sig.extend((0, 0))
-                continue
-            sig.extend((st.st_mtime_ns, st.st_size))
-        return tuple(sig)
 
     def _reload(self) -> None:
         rows = self._db.execute(
@@ -195,8 +182,7 @@ class LimitStore:
             except LimitError:
                 continue  # validated on write; a row edited by hand is ignored
         self.table = table
-        self._version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-        self._signature = self._file_signature()
+        self._watch.mark()
 
     def refresh(self, now: float | None = None) -> bool:
         """Reload when another process changed the limits; True if it did."""
@@ -205,11 +191,7 @@ class LimitStore:
             return False
         with self._lock:
             self._checked = now
-            if self._file_signature() == self._signature:
-                return False
-            version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            if version == self._version:
-                self._signature = self._file_signature()
+            if not self._watch.files_changed():
                 return False
             self._reload()
             return True

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import sqlite3
 import threading
@@ -22,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenplane.auth.db_watch import DbChangeWatch
 from tokenplane.auth.principal import Principal
 
 KEY_PREFIX = "tp-"
@@ -74,8 +74,7 @@ class KeyStore:
         self._db.executescript(_SCHEMA)
         self._db.commit()
         self._by_hash: dict[str, KeyRecord] = {}
-        self._version = -1
-        self._signature: tuple[int, ...] = ()
+        self._watch = DbChangeWatch(self._db, self.path)
         self._checked = 0.0
         self._looked = 0.0
         self.watch_interval_s = watch_interval_s
@@ -86,22 +85,6 @@ class KeyStore:
             self._db.close()
 
     # --- reads on the request path -------------------------------------------------
-    def _file_signature(self) -> tuple[int, ...]:
-        """Cheap change detector: a commit by any process touches the WAL or the db file."""
-        sig: list[int] = []
-        for suffix in ("-wal", ""):
-            try:
-                st = os.stat(f"{self.path}{suffix}")
-            except FileNotFoundError:
-                sig.extend((0, 0))
-                continue
-            sig.extend((st.st_mtime_ns, st.st_size))
-        return tuple(sig)
-
-    def _data_version(self) -> int:
-        row = self._db.execute("PRAGMA data_version").fetchone()
-        return int(row[0])
-
     def _refresh(self) -> None:
         rows = self._db.execute(
             "SELECT id, prefix, tenant, department, app, name, admin, created_at, revoked_at,"
@@ -111,25 +94,23 @@ class KeyStore:
             r[9]: KeyRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
             for r in rows
         }
-        self._version = self._data_version()
-        self._signature = self._file_signature()
+        self._watch.mark()
 
     def authenticate(self, key: str) -> Principal | None:
         """The principal for a presented key, or None if unknown or revoked."""
         digest = hash_key(key)
         with self._lock:
             now = time.monotonic()
-            if self._version < 0 or digest not in self._by_hash or now - self._checked > 1.0:
+            watch = self._watch
+            if not watch.valid or digest not in self._by_hash or now - self._checked > 1.0:
                 self._checked = self._looked = now
-                if self._data_version() != self._version:
+                if watch.changed():
                     self._refresh()
             elif now - self._looked >= self.watch_interval_s:
                 self._looked = now
-                if self._file_signature() != self._signature:
+                if watch.files_changed():
                     self._checked = now
-                    if self._data_version() != self._version:
-                        self._refresh()
-                    self._signature = self._file_signature()
+                    self._refresh()
             rec = self._by_hash.get(digest)
         if rec is None or rec.revoked_at is not None:
             return None
@@ -181,7 +162,7 @@ class KeyStore:
                 (rec.id, hash_key(key), rec.prefix, tenant, department, app, name,
                  int(admin), rec.created_at),
             )
-            self._version = -1  # our own writes do not move data_version
+            self._watch.invalidate()
         return key, rec
 
     def revoke(self, key_id: str) -> bool:
@@ -190,7 +171,7 @@ class KeyStore:
                 "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
                 (time.time(), key_id),
             )
-            self._version = -1
+            self._watch.invalidate()
         return cur.rowcount > 0
 
     def list_keys(self, tenant: str | None = None) -> list[KeyRecord]:

@@ -143,14 +143,19 @@ RESPONSE_TEXT = "response_text"  # ctx.extra: (text, reasoning) of a usage-less 
 
 
 def _answer_text(obj: dict[str, Any]) -> tuple[str, str]:
+    choices = [ch for ch in obj.get("choices") or () if isinstance(ch, dict)]
+    return _join_texts(choices, "message")
+
+
+def _join_texts(choices: list[dict[str, Any]], part: str) -> tuple[str, str]:
+    """Visible and reasoning text of choices whose text sits under ``part``
+    (``message`` or ``delta``), or directly as ``text`` (completions)."""
     text: list[str] = []
     reasoning: list[str] = []
-    for ch in obj.get("choices") or ():
-        if not isinstance(ch, dict):
-            continue
-        msg = ch.get("message")
-        src = msg if isinstance(msg, dict) else ch
-        t = src.get("content") if isinstance(msg, dict) else src.get("text")
+    for ch in choices:
+        inner = ch.get(part)
+        src = inner if isinstance(inner, dict) else ch
+        t = src.get("content") if isinstance(inner, dict) else src.get("text")
         r = src.get("reasoning_content")
         if isinstance(t, str):
             text.append(t)
@@ -296,20 +301,10 @@ def _has_text(choices: list[Any]) -> bool:
 def relayed_text(ctx: RequestContext) -> tuple[str, str]:
     """The visible and reasoning text relayed so far (to count it when the upstream
     reported no usage, e.g. when the client went away)."""
-    text: list[str] = []
-    reasoning: list[str] = []
+    firsts: list[dict[str, Any]] = []
     for ev in ctx.relayed:
         obj = _parse(ev)
         choices = obj.get("choices") if obj else None
-        if not choices or not isinstance(choices[0], dict):
-            continue
-        ch = choices[0]
-        delta = ch.get("delta")
-        src = delta if isinstance(delta, dict) else ch
-        t = src.get("content") if isinstance(delta, dict) else src.get("text")
-        r = src.get("reasoning_content")
-        if isinstance(t, str):
-            text.append(t)
-        if isinstance(r, str):
-            reasoning.append(r)
-    return "".join(text), "".join(reasoning)
+        if choices and isinstance(choices[0], dict):
+            firsts.append(choices[0])
+    return _join_texts(firsts, "delta")
