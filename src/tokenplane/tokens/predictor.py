@@ -11,6 +11,7 @@ kept over a recent window (a metric source). Plain object: no clock, no I/O.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict, deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -36,19 +37,23 @@ def bucket_of(prompt_tokens: int) -> int:
 
 
 class _Window:
+    """The last ``size`` values, kept sorted as they come (bisect), so a quantile is a
+    lookup and an observation costs a binary search and a short memmove."""
+
     __slots__ = ("_sorted", "values")
 
     def __init__(self, size: int) -> None:
         self.values: deque[int] = deque(maxlen=size)
-        self._sorted: list[int] | None = None
+        self._sorted: list[int] = []
 
     def add(self, v: int) -> None:
+        if len(self.values) == self.values.maxlen:
+            old = self.values[0]
+            del self._sorted[bisect.bisect_left(self._sorted, old)]
         self.values.append(v)
-        self._sorted = None
+        bisect.insort(self._sorted, v)
 
     def quantile(self, q: float) -> int:
-        if self._sorted is None:
-            self._sorted = sorted(self.values)
         s = self._sorted
         return s[min(len(s) - 1, int(q * len(s)))]
 
