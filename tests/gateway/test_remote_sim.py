@@ -2,58 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
-from tests.gateway.harness import GatewayThread, free_port
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"process exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)  # polling a child process's port; not a timing assertion
-    raise AssertionError(f"{url} not ready")
+from tests.gateway.harness import GatewayThread
+from tests.gateway.sim_process import start_sim, stop_sim
 
 
 @pytest.fixture(scope="module")
 def sim_ports() -> Iterator[list[int]]:
-    port = free_port()
-    while True:  # need two consecutive free ports
-        try:
-            import socket
-
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-            break
-        except OSError:
-            port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenplane", "sim", "--profile", "instant", "--port", str(port),
-         "--replicas", "2"],
-        env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    proc, ports = start_sim(port=0, replicas=2)
     try:
-        for p in (port, port + 1):
-            wait_ready(f"http://127.0.0.1:{p}/health", proc)
-        yield [port, port + 1]
+        yield ports
     finally:
-        proc.terminate()
-        proc.wait(20)
+        stop_sim(proc)
 
 
 def test_openai_client_through_gateway_to_http_sims(sim_ports: list[int], tmp_path: Path) -> None:

@@ -4,9 +4,7 @@ the gateway; one is killed mid-run and restarted on its port."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,7 +16,7 @@ import httpx
 import pytest
 
 from tests.gateway.harness import GatewayThread, free_port
-from tests.gateway.test_remote_sim import wait_ready
+from tests.gateway.sim_process import start_sim, stop_sim
 from tokenplane.routing.endpoint import BREAKER_CLOSED, BREAKER_OPEN
 
 ALIAS = "sim-llama3-8b"
@@ -30,21 +28,16 @@ class SimProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> SimProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tokenplane", "sim", "--profile", "instant",
-             "--port", str(self.port)],
-            env={**os.environ}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        self.proc, _ = start_sim(port=self.port)
         return self
 
     def ready(self) -> None:
-        assert self.proc is not None
-        wait_ready(f"http://127.0.0.1:{self.port}/health", self.proc)
+        """``start`` returns once the replica listens (its readiness line)."""
+        assert self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(20)
+        if self.proc is not None:
+            stop_sim(self.proc, kill=True)
 
 
 @pytest.fixture()

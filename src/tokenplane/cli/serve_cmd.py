@@ -117,7 +117,9 @@ def register(app: typer.Typer) -> None:
     def sim(
         profile: Annotated[str, typer.Option(help="Engine profile.")] = "llama3-8b-a100",
         host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="First port; replica i listens on port+i.")] = 8100,
+        port: Annotated[int, typer.Option(help="First port; replica i listens on port+i "
+                                          "(0: free ports). Prints 'ready PORT...' once "
+                                          "every replica listens.")] = 8100,
         replicas: Annotated[int, typer.Option(help="Number of replicas.")] = 1,
         model: Annotated[
             str, typer.Option(help="Model name the replicas serve.")
@@ -144,4 +146,5 @@ def register(app: typer.Typer) -> None:
                 profile, host, port, replicas, model_name=model,
                 tokenizer=counters.tokenizer(model), prompt_ids=counters.prompt_ids(model),
                 max_model_len=max_model_len, record_bodies=record_bodies,
+                on_ready=lambda ports: typer.echo("ready " + " ".join(map(str, ports))),
             ))
