@@ -37,12 +37,11 @@ def test_disconnect_cancels_upstream_and_meters_partial(tmp_path: Path) -> None:
     svc = gw.gateway.services[0]
 
     async def wait_idle() -> tuple[int, int]:
-        for _ in range(500):
-            stats = svc.engine.stats()
-            if stats.num_running == 0 and stats.num_waiting == 0:
-                return stats.generation_tokens_total, gw.gateway.meter.stats().journaled
-            await asyncio.sleep(0.01)
-        raise AssertionError("the engine kept generating after the client left")
+        try:
+            await asyncio.wait_for(svc.wait_idle(), 5)
+        except TimeoutError:
+            raise AssertionError("the engine kept generating after the client left") from None
+        return svc.engine.stats().generation_tokens_total, gw.gateway.meter.stats().journaled
 
     generated, journaled = gw.call(wait_idle())
     assert generated < 3000  # the upstream request was cancelled

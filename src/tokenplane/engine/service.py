@@ -141,6 +141,7 @@ class EngineService:
         self._block_size = self.engine.profile.block_size
         self._lives: dict[str, _Live] = {}
         self._wake = asyncio.Event()
+        self._idle = asyncio.Event()  # set while the engine has nothing to do
         self._task: asyncio.Task[None] | None = None
         self._record: deque[Any] | None = deque(maxlen=record_limit) if record_bodies else None
         self._created = int(time.time())
@@ -162,6 +163,7 @@ class EngineService:
         if self._task is None:
             self._closed = False
             self._wake = asyncio.Event()  # bound to the loop that runs the driver
+            self._idle = asyncio.Event()
             if self.engine.has_work():
                 self._wake.set()
             self._task = asyncio.get_running_loop().create_task(self._drive())
@@ -186,6 +188,7 @@ class EngineService:
         while True:
             if not engine.has_work():
                 self._wake.clear()
+                self._idle.set()
                 await self._wake.wait()
                 continue
             start = self._clock()
@@ -221,6 +224,14 @@ class EngineService:
     def _abort(self, rid: str) -> None:
         self._lives.pop(rid, None)
         self.engine.abort(rid)
+        if not self.engine.has_work():
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Returns once the engine has no request running or waiting."""
+        if self.engine.has_work():
+            self._idle.clear()
+            await self._idle.wait()
 
     # --- HTTP semantics ----------------------------------------------------------------
     async def handle(
@@ -291,6 +302,7 @@ class EngineService:
         except ValueError as exc:
             raise invalid(str(exc), code="context_length_exceeded") from None
         self._lives[rid] = _Live(gen, now)
+        self._idle.clear()
         self._wake.set()
         if params.stream:
             return ServiceResponse(200, dict(SSE_HEADERS), None, SSEStream(gen, fail_after))
