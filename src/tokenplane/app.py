@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
-from tokenplane.api.admin_directory import Directory
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.http import OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.auth.keystore import KeyStore
+from tokenplane.auth.meta_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.config.prices import price_book
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
 from tokenplane.engine.profiles import get_profile
@@ -123,7 +123,7 @@ def _endpoints(
 def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gateway:
     home = Path(config.data_dir or ".tokenplane")
     home.mkdir(parents=True, exist_ok=True)
-    keys = KeyStore(home / "meta.db")
+    keys = open_key_store(home, config.database_url)
     counters = ModelCounters(config.models)
     services: list[EngineService] = []
     pools: dict[str, Pool] = {}
@@ -141,7 +141,9 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     track_learning(gw)
     finisher = MeterFinisher(meter, metrics, counters.count_text, gw.predictor, counters)
     admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices, gw.predictor)
+                                       lambda: meter.prices, gw.predictor,
+                                       limits=open_limit_store(
+                                           keys, home, config.admission.limits_reload_s))
     gw.admission = admission
     routing = gw.routing = build_routing(config, pools, gw.predictor, metrics, counters.count_text)
     stages: list[Stage] = [
@@ -199,7 +201,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     app[GATEWAY_KEY] = gw
     OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
                  config.server.max_body_bytes).install(app)
-    directory = Directory(gw.home / "meta.db")
+    directory = open_directory(gw.keys)
     assert gw.admission is not None
     AdminRoutes(gw.keys, directory, gw.admission).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)

@@ -100,3 +100,5 @@ def test_half_open_never_exceeds_probe_budget(
             outstanding = max(0, outstanding - 1)
         else:
             b.record_failure(now)
+            if state == BREAKER_HALF_OPEN:
+                outstanding = 0  # it opened again: the next half-open starts afresh

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from tokenplane.auth.keystore import KeyStore
+from tokenplane.auth.meta_stores import database_url, open_key_store
 
 
 def data_dir(explicit: str | None = None) -> Path:
@@ -13,4 +14,5 @@ def data_dir(explicit: str | None = None) -> Path:
 
 
 def open_keys(home: Path) -> KeyStore:
-    return KeyStore(home / "meta.db")
+    """PostgreSQL when ``$TOKENPLANE_DATABASE_URL`` is one, else ``<home>/meta.db``."""
+    return open_key_store(home, database_url())

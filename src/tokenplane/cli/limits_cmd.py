@@ -1,7 +1,9 @@
 """``tokenplane limits``: set, show and delete budgets and rate limits.
 
-Limits live in the data directory's ``meta.db``; running gateways pick a change up
-within ``admission.limits_reload_s`` (1 s by default).
+Limits live in the data directory's ``meta.db`` (in PostgreSQL when
+``$TOKENPLANE_DATABASE_URL`` is a ``postgresql://`` URL); running gateways pick a
+change up within ``admission.limits_reload_s`` (1 s by default; 0.5 s with
+PostgreSQL).
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenplane.admission.limit_store import (
-    LimitStore,
     LimitTarget,
     budget_micros,
     limits_to_dict,
 )
 from tokenplane.admission.limits import LimitError
+from tokenplane.auth.meta_stores import database_url, open_limits
 from tokenplane.cli.common import data_dir
 
 Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
@@ -80,7 +82,7 @@ def register(app: typer.Typer) -> None:
                               ("max_tokens_in_flight", max_tokens_in_flight))
             if v is not None
         }
-        store = LimitStore(data_dir(home) / "meta.db")
+        store = open_limits(data_dir(home), database_url())
         try:
             if budget is not None:
                 changes["budget_micros"] = budget_micros(budget)
@@ -102,7 +104,7 @@ def register(app: typer.Typer) -> None:
     def show(tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
              home: Home = None) -> None:
         """List every scope's limits."""
-        store = LimitStore(data_dir(home) / "meta.db")
+        store = open_limits(data_dir(home), database_url())
         try:
             entries = store.entries(tenant)
         finally:
@@ -121,7 +123,7 @@ def register(app: typer.Typer) -> None:
                key_id: KeyId = None, user: User = None, model: Model = None,
                home: Home = None) -> None:
         """Remove every limit of one scope."""
-        store = LimitStore(data_dir(home) / "meta.db")
+        store = open_limits(data_dir(home), database_url())
         target = _target(tenant, department, app_, key_id, user, model)
         try:
             ok = store.delete(target)

@@ -20,10 +20,10 @@ from tokenplane.config.schema import GatewayConfig
 
 def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
     """On first start: a default tenant and an admin key, printed once."""
-    from tokenplane.auth.keystore import KeyStore
+    from tokenplane.auth.meta_stores import open_key_store
 
     home = Path(cfg.data_dir or ".tokenplane")
-    store = KeyStore(home / "meta.db")
+    store = open_key_store(home, cfg.database_url)
     try:
         if store.count_keys():
             return

@@ -57,11 +57,13 @@ class AdmissionService:
     @classmethod
     def build(cls, cfg: AdmissionConfig, redis_url: str | None, home: Path,
               metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
-              predictor: LengthPredictor | None = None) -> AdmissionService:
+              predictor: LengthPredictor | None = None, *,
+              limits: LimitStore | None = None) -> AdmissionService:
         store = make_store(redis_url, failure_mode=cfg.failure_mode, replicas=cfg.replicas,
                            prefix=cfg.key_prefix, timeout_s=cfg.timeout_s,
                            probe_interval_s=cfg.probe_interval_s, logger=log)
-        limits = LimitStore(home / "meta.db", reload_s=cfg.limits_reload_s)
+        if limits is None:
+            limits = LimitStore(home / "meta.db", reload_s=cfg.limits_reload_s)
         return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook),
                    predictor)
 
