@@ -68,12 +68,13 @@ def _config(sims: list[SimProcess], **routing: Any) -> dict[str, Any]:
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 20) -> None:
-    """Waits for a condition of the running gateway (not a timing assertion)."""
+    """Repeats ``cond`` until it holds. Each call does work that moves the gateway on
+    (a scrape, a request), so there is nothing to sleep for; the timeout only ends a
+    hung test."""
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached")
-        time.sleep(0.02)
 
 
 def _one(client: httpx.Client, key: str, i: int) -> tuple[str, int, int, str]:
@@ -153,7 +154,11 @@ def test_kill_a_replica_mid_run_no_retryable_failure_no_double_billing(
                 f.result()
         victim_ep = routing.live.by_id["r1"]
         # the dead replica was ejected: failed health check and open breaker
-        wait_for(lambda: gw.call(_ejected(routing, "r1")))
+        def ejected() -> bool:
+            gw.call(routing.scraper.scrape_once())  # its health check fails now
+            return bool(gw.call(_ejected(routing, "r1")))
+
+        wait_for(ejected)
         text = gw.gateway.metrics.render().decode()
         assert f'tokenplane_endpoint_healthy{{endpoint="r1",model="{ALIAS}"}} 0.0' in text
         served_before = routing.live.by_id["r1"].endpoint.served
@@ -165,6 +170,7 @@ def test_kill_a_replica_mid_run_no_retryable_failure_no_double_billing(
                 nonlocal i
                 i += 2
                 assert _one(c, key, i)[1] == 200
+                gw.call(routing.scraper.scrape_once())
                 return bool(victim_ep.endpoint.served > served_before and gw.call(
                     _state(routing, "r1")) == BREAKER_CLOSED)
 

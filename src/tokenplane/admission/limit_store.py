@@ -148,6 +148,18 @@ def _target(row: tuple[Any, ...]) -> LimitTarget:
     return LimitTarget(str(row[0]), *(str(v) if v else None for v in row[1:6]))
 
 
+def merge_limits(current: ScopeLimits | None, changes: Mapping[str, Any]) -> ScopeLimits:
+    """``changes`` merged into ``current`` (a ``None`` value removes that limit),
+    validated: raises ``LimitError`` before anything is written."""
+    merged = limits_to_dict(current) if current is not None else {}
+    for name, value in changes.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return limits_from_dict(merged)
+
+
 class LimitStore:
     """Limits per scope in ``meta.db``, and the :class:`LimitTable` built from them."""
 
@@ -208,14 +220,7 @@ class LimitStore:
         """Merge ``changes`` into the target's limits (a ``None`` value removes that
         limit); validated before anything is written."""
         target.scope()
-        current = self.get(target)
-        merged = limits_to_dict(current) if current is not None else {}
-        for name, value in changes.items():
-            if value is None:
-                merged.pop(name, None)
-            else:
-                merged[name] = value
-        spec = limits_from_dict(merged)
+        spec = merge_limits(self.get(target), changes)
         body = orjson.dumps(limits_to_dict(spec)).decode()
         with self._lock, self._db:
             self._db.execute("INSERT OR REPLACE INTO limits VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

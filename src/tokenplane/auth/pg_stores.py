@@ -25,6 +25,7 @@ from tokenplane.admission.limit_store import (
     LimitTarget,
     limits_from_dict,
     limits_to_dict,
+    merge_limits,
 )
 from tokenplane.admission.limits import LimitError, ScopeLimits
 from tokenplane.api.admin_directory import Directory
@@ -149,14 +150,7 @@ class PgLimitStore(LimitStore):
 
     def set(self, target: LimitTarget, changes: Mapping[str, Any]) -> ScopeLimits:
         target.scope()
-        current = self.get(target)
-        merged = limits_to_dict(current) if current is not None else {}
-        for name, value in changes.items():
-            if value is None:
-                merged.pop(name, None)
-            else:
-                merged[name] = value
-        spec = limits_from_dict(merged)
+        spec = merge_limits(self.get(target), changes)
         body = orjson.dumps(limits_to_dict(spec)).decode()
         self.meta.write([(
             "INSERT INTO limits VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (tenant,"

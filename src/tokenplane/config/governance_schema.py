@@ -10,18 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.validators import env_name
+
 PiiActionName = Literal["allow", "log", "mask", "tokenize", "block"]
 InjectionMode = Literal["none", "log", "flag", "block"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def _env_name(v: str | None) -> str | None:
-    if v is not None and (not v or not v.replace("_", "A").isalnum()):
-        raise ValueError("must be an environment variable name, not a key")
-    return v
 
 
 class PiiRules(_Strict):
@@ -125,12 +121,12 @@ class AuditConfig(_Strict):
     @field_validator("encryption_key_env")
     @classmethod
     def _enc_env(cls, v: str | None) -> str | None:
-        return _env_name(v)
+        return env_name(v)
 
     @field_validator("hmac_key_env")
     @classmethod
     def _hmac_env(cls, v: str) -> str:
-        _env_name(v)
+        env_name(v)
         return v
 
     @model_validator(mode="after")

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
+from tokenplane.config.validators import env_name, http_url
 
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
 
@@ -67,21 +68,13 @@ class BackendConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from urllib.parse import urlparse
-
-        parsed = urlparse(v)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError("not a URL")
-        return v.rstrip("/")
+        url = http_url(v)
+        return url.rstrip("/") if url is not None else None
 
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and (not v or not v.replace("_", "A").isalnum()):
-            raise ValueError("must be an environment variable name, not a key")
-        return v
+        return env_name(v)
 
     @model_validator(mode="after")
     def _needs_url(self) -> BackendConfig:
@@ -144,14 +137,7 @@ class AdmissionConfig(_Strict):
     @field_validator("alert_webhook")
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from urllib.parse import urlparse
-
-        parsed = urlparse(v)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError("not a URL")
-        return v
+        return http_url(v)
 
 
 PrincipalLabel = Literal["tenant", "department", "app"]
@@ -180,14 +166,7 @@ class ObserveConfig(_Strict):
     @field_validator("otlp_endpoint")
     @classmethod
     def _otlp_url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from urllib.parse import urlparse
-
-        parsed = urlparse(v)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ValueError("not a URL")
-        return v
+        return http_url(v)
 
 
 class GatewayConfig(_Strict):
