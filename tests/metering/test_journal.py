@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.metering.factories import make_event
-from tokenplane.metering.events import encode_event, system_fingerprint
+from tokenplane.metering.events import encode_event
 from tokenplane.metering.journal import CommittedBatch, Journal, JournalBusy, JournalClosed
 from tokenplane.metering.journal_files import (
     HEADER,
@@ -130,9 +130,3 @@ def test_any_truncation_reads_back_an_exact_prefix(count: int, cut: int, noise: 
         end += len(rec)
         whole += end <= kept
     assert got == events[:whole]  # every complete record, and nothing made up
-
-
-def test_system_fingerprint_is_stable() -> None:
-    assert system_fingerprint(" You are helpful.\n") == system_fingerprint("You are helpful.")
-    assert system_fingerprint("a") != system_fingerprint("b")
-    assert len(system_fingerprint("a")) == 16

@@ -4,7 +4,7 @@ The gateway builds a ``UsageEvent`` per upstream attempt and calls
 ``Meter.record(event)``; reports read the ledger's rollups. See ``docs/LEDGER.md``.
 """
 
-from tokenplane.metering.events import UsageEvent, system_fingerprint
+from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.meter import Meter, MeterStats
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import (
@@ -30,7 +30,6 @@ __all__ = [
     "open_sink",
     "parse_time_bound",
     "prune",
-    "system_fingerprint",
     "token_source_report",
     "top_consumers",
     "usage_report",

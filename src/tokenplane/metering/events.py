@@ -9,7 +9,6 @@ as documented in ``docs/LEDGER.md``.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -104,12 +103,6 @@ class UsageEvent:
 
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(UsageEvent))
-
-
-def system_fingerprint(system_prompt: str) -> str:
-    """Stable short id of a system prompt (whitespace-trimmed), for the repeated-prompt
-    report; the prompt itself is never stored."""
-    return hashlib.sha256(system_prompt.strip().encode()).hexdigest()[:16]
 
 
 def encode_event(event: UsageEvent) -> bytes:
