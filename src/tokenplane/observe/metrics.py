@@ -37,6 +37,7 @@ class GatewayMetrics:
         if bad:
             raise ValueError(f"principal labels must be among {PRINCIPAL_LEVELS}, not {bad}")
         self.principal_labels = tuple(principal_labels)
+        self._tenant_only = self.principal_labels == ("tenant",)
         pl = list(self.principal_labels)
         self.registry = registry or CollectorRegistry()
         r = self.registry
@@ -129,6 +130,8 @@ class GatewayMetrics:
         """Label values of the configured principal levels ('' where unknown)."""
         if p is None:
             return ("",) * len(self.principal_labels)
+        if self._tenant_only:
+            return (p.tenant or "",)
         return tuple(getattr(p, level) or "" for level in self.principal_labels)
 
     def track_ledger(self, stats: LedgerStats) -> None:

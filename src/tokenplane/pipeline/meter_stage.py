@@ -16,10 +16,13 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.meter_series import RequestSeries, SeriesBook
 from tokenplane.pipeline.stages import INPUT_FEATURES
 from tokenplane.pipeline.upstream_call import RESPONSE_TEXT, relayed_text
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
+
+_KINDS = ("system", "history", "context", "tools", "user", "cached", "output", "reasoning")
 
 
 class Recorder(Protocol):
@@ -106,6 +109,7 @@ class MeterFinisher:
         self.count_text = count_text
         self.predictor = predictor
         self.calibrator = calibrator
+        self.series = SeriesBook(metrics)
 
     async def finish(self, ctx: RequestContext) -> None:
         now = time.time()
@@ -113,12 +117,13 @@ class MeterFinisher:
         alias = ctx.alias or "unknown"
         counts = settled_counts(ctx, self.count_text)
         labels = self.metrics.principal_values(p)
-        self._observe(ctx, counts, alias, labels, now)
+        series = self.series.get((alias, ctx.operation, ctx.status, ctx.http_status, labels))
+        self._observe(ctx, counts, series, now)
         if p is None:
             return
         self._learn(ctx, counts, alias, p.tenant, p.app or "")
-        event = UsageEvent.from_counts(
-            ctx.request_id, ctx.attempt, now, counts,
+        event = UsageEvent(
+            ctx.request_id, ctx.attempt, now,
             tenant=p.tenant, department=p.department or "", app=p.app or "",
             key_id=p.key_id, end_user=p.end_user or "", model=alias,
             backend=ctx.endpoint.id if ctx.endpoint else "",
@@ -126,6 +131,10 @@ class MeterFinisher:
             status=ctx.status, http_status=ctx.http_status, error_code=ctx.error_code,
             stream=ctx.stream, arrival_ts=ctx.arrival, upstream_start_ts=ctx.upstream_start,
             first_token_ts=ctx.first_token, last_token_ts=ctx.last_token,
+            input_system=counts.system, input_history=counts.history,
+            input_context=counts.context, input_tools=counts.tools, input_user=counts.user,
+            input_tokens=counts.prompt, cached_input_tokens=counts.cached,
+            output_tokens=counts.output, reasoning_tokens=counts.reasoning,
             estimated_input_tokens=ctx.estimated_input_tokens,
             usage_source=ctx.usage_source, flags=list(ctx.flags),
             system_fingerprint=ctx.system_fingerprint,
@@ -133,7 +142,7 @@ class MeterFinisher:
         )
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
-            self.metrics.cost.labels(alias, event.currency, *labels).inc(event.cost_micros)
+            series.cost(event.currency).inc(event.cost_micros)
         await durable
 
     def _learn(
@@ -148,22 +157,19 @@ class MeterFinisher:
                 and ctx.operation != "embeddings" and "budget_stopped" not in ctx.flags):
             self.predictor.observe(LengthKey(tenant, app, alias), counts.prompt, counts.output)
 
+    @staticmethod
     def _observe(
-        self, ctx: RequestContext, counts: TokenCounts, alias: str, labels: tuple[str, ...],
-        now: float,
+        ctx: RequestContext, counts: TokenCounts, series: RequestSeries, now: float,
     ) -> None:
-        m = self.metrics
-        m.requests.labels(alias, ctx.operation, ctx.status, str(ctx.http_status), *labels).inc()
-        for kind, n in (("system", counts.system), ("history", counts.history),
-                        ("context", counts.context), ("tools", counts.tools),
-                        ("user", counts.user), ("cached", counts.cached),
-                        ("output", counts.output), ("reasoning", counts.reasoning)):
+        series.requests.inc()
+        for kind in _KINDS:
+            n = getattr(counts, kind)
             if n:
-                m.tokens.labels(alias, kind, *labels).inc(n)
-        m.e2e.labels(alias, ctx.operation).observe(now - ctx.arrival)
+                series.tokens(kind).inc(n)
+        series.e2e.observe(now - ctx.arrival)
         if ctx.first_token is not None and ctx.upstream_start is not None:
-            m.ttft.labels(alias).observe(ctx.first_token - ctx.arrival)
+            series.ttft().observe(ctx.first_token - ctx.arrival)
             if ctx.last_token is not None and counts.output > 1:
-                m.tpot.labels(alias).observe(
+                series.tpot().observe(
                     (ctx.last_token - ctx.first_token) / (counts.output - 1)
                 )
