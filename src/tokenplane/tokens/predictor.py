@@ -58,6 +58,16 @@ class _Window:
         return s[min(len(s) - 1, int(q * len(s)))]
 
 
+class _Links:
+    """A fallback chain's window keys and their windows (None: no window yet)."""
+
+    __slots__ = ("windows", "wkeys")
+
+    def __init__(self, wkeys: tuple[Hashable, ...], windows: list[_Window | None]) -> None:
+        self.wkeys = wkeys
+        self.windows = windows
+
+
 LEVELS = ("key+bucket", "key", "model+bucket", "model", "bucket", "global")
 
 
@@ -78,6 +88,7 @@ class LengthPredictor:
         self.max_windows = max_windows
         self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
         self._errors: deque[float] = deque(maxlen=error_window)
+        self._links_memo: dict[tuple[LengthKey, int], _Links] = {}
 
     def _chain(self, key: LengthKey, prompt_tokens: int) -> list[tuple[str, Hashable]]:
         b = bucket_of(prompt_tokens)
@@ -90,19 +101,39 @@ class LengthPredictor:
             ("global", ("g",)),
         ]
 
+    def _links(self, key: LengthKey, prompt_tokens: int) -> _Links:
+        """The request's fallback chain with its windows, memoised per (key, bucket)
+        while no window is created or evicted (both drop every memo)."""
+        memo_key = (key, bucket_of(prompt_tokens))
+        links = self._links_memo.get(memo_key)
+        if links is None:
+            wkeys = tuple(wkey for _, wkey in self._chain(key, prompt_tokens))
+            links = _Links(wkeys, [self._windows.get(k) for k in wkeys])
+            if len(self._links_memo) >= self.max_windows:
+                self._links_memo.clear()
+            self._links_memo[memo_key] = links
+        return links
+
+    def _found(self, links: _Links) -> tuple[int, _Window | None]:
+        """(level index, window) of the finest level with enough history."""
+        for i, w in enumerate(links.windows):
+            if w is not None and len(w.values) >= self.min_samples:
+                return i, w
+        return -1, None
+
     def quantile(self, key: LengthKey, prompt_tokens: int, q: float) -> Prediction:
         """The q-quantile of output length at the finest level with enough history."""
-        for level, wkey in self._chain(key, prompt_tokens):
-            w = self._windows.get(wkey)
-            if w is not None and len(w.values) >= self.min_samples:
-                return Prediction(w.quantile(q), level, len(w.values))
-        return Prediction(self.default, "default", 0)
+        i, w = self._found(self._links(key, prompt_tokens))
+        if w is None:
+            return Prediction(self.default, "default", 0)
+        return Prediction(w.quantile(q), LEVELS[i], len(w.values))
 
     def predict(
         self, key: LengthKey, prompt_tokens: int, max_tokens: int | None = None, q: float = 0.5
     ) -> int:
         """Predicted output tokens (the q-quantile, p50 by default), capped by max_tokens."""
-        tokens = self.quantile(key, prompt_tokens, q).tokens
+        _, w = self._found(self._links(key, prompt_tokens))
+        tokens = self.default if w is None else w.quantile(q)
         return tokens if max_tokens is None else min(tokens, max_tokens)
 
     def p50_p90(
@@ -115,19 +146,25 @@ class LengthPredictor:
 
     def observe(self, key: LengthKey, prompt_tokens: int, output_tokens: int) -> None:
         """Record a finished request's output length at every level."""
-        before = self.predict(key, prompt_tokens)
+        links = self._links(key, prompt_tokens)
+        _, found = self._found(links)
+        before = self.default if found is None else found.quantile(0.5)
         self._errors.append(abs(before - output_tokens) / max(output_tokens, 1))
         windows = self._windows
-        for _, wkey in self._chain(key, prompt_tokens):
-            w = windows.get(wkey)
+        changed = False
+        for wkey, w in zip(links.wkeys, links.windows, strict=True):
             if w is None:
                 w = _Window(self.window)
                 windows[wkey] = w
+                changed = True
             else:
                 windows.move_to_end(wkey)
             w.add(output_tokens)
         while len(windows) > self.max_windows:
             windows.popitem(last=False)
+            changed = True
+        if changed:
+            self._links_memo.clear()
 
     def error(self) -> float:
         """Mean absolute relative error of recent p50 predictions (0.0 with no history)."""
