@@ -1,11 +1,11 @@
 """API keys in the data directory's metadata database (SQLite), hashed.
 
 Only the SHA-256 of a key is stored. Keys carry enough entropy (256 bits) that a
-fast hash is the right choice; the matching record is still compared with
-``hmac.compare_digest``. The gateway keeps the keys in memory and reloads them
-when another process (``tokenplane keys create/revoke``) commits a change. At most
-every ``watch_interval_s`` (50 ms) a request looks at the database and WAL files'
-size and mtime (two ``stat`` calls); a change prompts a check of SQLite's ``PRAGMA
+fast hash is the right choice: a key is looked up by its hash. The gateway keeps the
+keys (and each live key's principal) in memory and reloads them when another process
+(``tokenplane keys create/revoke``) commits a change. At most every
+``watch_interval_s`` (50 ms) a request looks at the database and WAL files' size and
+mtime (two ``stat`` calls); a change prompts a check of SQLite's ``PRAGMA
 data_version``, and a reload when it moved. An unknown key, or a second without a
 check, prompts the check at once. A revocation takes effect within 50 ms.
 """
@@ -13,7 +13,6 @@ check, prompts the check at once. A revocation takes effect within 50 ms.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import sqlite3
 import threading
@@ -74,6 +73,7 @@ class KeyStore:
         self._db.executescript(_SCHEMA)
         self._db.commit()
         self._by_hash: dict[str, KeyRecord] = {}
+        self._principals: dict[str, Principal] = {}
         self._watch = DbChangeWatch(self._db, self.path)
         self._checked = 0.0
         self._looked = 0.0
@@ -94,6 +94,11 @@ class KeyStore:
             r[9]: KeyRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
             for r in rows
         }
+        # a live key's principal, built once per load (principals are immutable)
+        self._principals = {
+            digest: rec.principal() for digest, rec in self._by_hash.items()
+            if rec.revoked_at is None
+        }
         self._watch.mark()
 
     def authenticate(self, key: str) -> Principal | None:
@@ -111,12 +116,7 @@ class KeyStore:
                 if watch.files_changed():
                     self._checked = now
                     self._refresh()
-            rec = self._by_hash.get(digest)
-        if rec is None or rec.revoked_at is not None:
-            return None
-        if not hmac.compare_digest(hash_key(key), digest):
-            return None
-        return rec.principal()
+            return self._principals.get(digest)
 
     # --- administration ------------------------------------------------------------
     def ensure_scope(self, tenant: str, department: str | None, app: str | None) -> None:
