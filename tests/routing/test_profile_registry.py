@@ -97,3 +97,37 @@ def test_route_learns_prefix_and_choose_does_not() -> None:
     follow = RouteRequest("r2", prompt_tokens=400, block_hashes=tuple(range(25)))
     assert prof.route(follow, eps) == first
     assert ctx.last_matched_blocks == 20
+
+
+@pytest.mark.parametrize(
+    ("warm_prefill_in_flight", "expected"),
+    [
+        # the follow-up turn reuses 4,000 tokens (250 blocks) of a 5,000-token prompt;
+        # tokenplane's profile weighs a cached token 8x (cache_weight 8): it stays on
+        # the warm replica until the prefill queued there exceeds ~8 x 4,000 - 4,000
+        (0, "warm"),
+        (8_000, "warm"),  # a cache_weight of 1 or 2 would already move it
+        (20_000, "warm"),
+        (27_000, "warm"),
+        (40_000, "cold"),  # queueing there is now worse than a recompute elsewhere
+    ],
+)
+def test_tokenplane_profile_keeps_a_conversation_on_its_replica(
+    warm_prefill_in_flight: int, expected: str
+) -> None:
+    ctx = RoutingContext(block_size=16)
+    prof = build_named_profile("tokenplane", ctx)
+    history = tuple(range(1000, 1250))
+    ctx.record(RouteRequest("turn1", prompt_tokens=4000, block_hashes=history), "warm")
+    eps = [
+        EndpointState(
+            "warm",
+            inflight_requests=2,
+            inflight_prefill_tokens=warm_prefill_in_flight,
+            prefill_s_per_token=67e-6,
+            token_capacity=60_000,
+        ),
+        EndpointState("cold", prefill_s_per_token=67e-6, token_capacity=60_000),
+    ]
+    turn2 = RouteRequest("turn2", prompt_tokens=5000, block_hashes=(*history, *range(9, 70)))
+    assert prof.choose(turn2, eps) == expected

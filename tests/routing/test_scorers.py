@@ -107,7 +107,9 @@ def test_prefix_affinity_scores_fraction_matched() -> None:
     assert PrefixAffinityScorer(ctx).score(RouteRequest("x"), eps) == {"a": 0, "b": 0, "c": 0}
 
 
-def _sticky_case(inflight_warm: int, inflight_cold: int) -> dict[str, float]:
+def _sticky_case(
+    inflight_warm: int, inflight_cold: int, cache_weight: float = 1.0
+) -> dict[str, float]:
     ctx = RoutingContext(block_size=16)
     hashes = tuple(range(100, 150))  # 50 blocks = 800 tokens
     ctx.record(RouteRequest("turn1", block_hashes=hashes), "warm")
@@ -116,20 +118,28 @@ def _sticky_case(inflight_warm: int, inflight_cold: int) -> dict[str, float]:
         EndpointState("cold", inflight_prefill_tokens=inflight_cold, prefill_s_per_token=1e-4),
     ]
     req = RouteRequest("turn2", prompt_tokens=1000, block_hashes=(*hashes, 999))
-    return StickyUntilSaturatedScorer(ctx, floor_s=0.0).score(req, eps)
+    return StickyUntilSaturatedScorer(ctx, floor_s=0.0, cache_weight=cache_weight).score(req, eps)
 
 
 @pytest.mark.parametrize(
-    ("warm_load", "cold_load", "winner"),
+    ("warm_load", "cold_load", "cache_weight", "winner"),
     [
-        (0, 0, "warm"),  # cache saves 800 tokens
-        (700, 0, "warm"),  # 700 + 200 < 0 + 1000
-        (900, 0, "cold"),  # 900 + 200 > 1000: queueing outweighs the cache
-        (5000, 4500, "warm"),
+        (0, 0, 1.0, "warm"),  # cache saves 800 tokens
+        (700, 0, 1.0, "warm"),  # 700 + 200 < 0 + 1000
+        (900, 0, 1.0, "cold"),  # 900 + 200 > 1000: queueing outweighs the cache
+        (5000, 4500, 1.0, "warm"),
+        # cache_weight w: warm = max(0, queue + 1000 - w x 800), cold = queue + 1000
+        (1500, 0, 2.0, "warm"),  # 1500 + 1000 - 1600 = 900 < 1000
+        (2000, 0, 2.0, "cold"),  # 2000 - 600 = 1400 > 1000
+        (5000, 0, 8.0, "warm"),  # 5000 + 1000 - 6400 < 0 -> 0 < 1000
+        (6500, 0, 8.0, "cold"),  # 6500 - 5400 = 1100 > 1000
+        (9000, 3000, 8.0, "warm"),  # 9000 - 5400 = 3600 < 3000 + 1000
     ],
 )
-def test_sticky_until_saturated(warm_load: int, cold_load: int, winner: str) -> None:
-    scores = _sticky_case(warm_load, cold_load)
+def test_sticky_until_saturated(
+    warm_load: int, cold_load: int, cache_weight: float, winner: str
+) -> None:
+    scores = _sticky_case(warm_load, cold_load, cache_weight)
     assert scores[winner] == 1.0
     loser = "cold" if winner == "warm" else "warm"
     assert scores[loser] < 1.0

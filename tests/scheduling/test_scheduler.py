@@ -140,9 +140,10 @@ def test_shortest_job_first_inside_a_tenant() -> None:
     assert s.release(one_slot(), 0.1)[0][0].route.request_id == "small"
 
 
-def test_aging_prevents_starvation() -> None:
+@pytest.mark.parametrize("late_defer_s", [0.0, 30.0])
+def test_aging_prevents_starvation(late_defer_s: float) -> None:
     aging = 100.0  # tokens of priority per second waited
-    s = make(aging=aging)
+    s = make(aging=aging, late_defer_s=late_defer_s)
     s.submit(q("big", INTERACTIVE, 0.0, prompt=2000, out=0), 0.0)
     released_at = None
     t = 0.0
@@ -154,8 +155,11 @@ def test_aging_prevents_starvation() -> None:
             released_at = t
             break
     assert released_at is not None
-    # big wins once 2000 < 50 + aging * (t - 0) for the newest small job: t > 19.5 s
-    assert released_at <= (2000 - 50) / aging + 1.0
+    # big wins once 2000 < 50 + aging * (t - 0) for the newest small job: t > 19.5 s;
+    # once it has missed its TTFT it is deferred by late_defer_s of aging, no more
+    assert released_at <= (2000 + aging * late_defer_s - 50) / aging + 1.0
+    if late_defer_s:
+        assert released_at > (2000 - 50) / aging + 1.0
 
 
 def test_without_aging_big_job_starves() -> None:
@@ -241,3 +245,40 @@ def test_batch_promoted_to_full_gate_share_near_its_deadline() -> None:
     assert s.release(busy, 10.0) == []  # 500 >= 0.2 * 1000: no room for batch
     out = s.release(busy, 50.0)  # waited half its deadline: full share, 500 < 1000
     assert [i.route.request_id for i, _ in out] == ["b1"]
+
+
+@pytest.mark.parametrize(
+    ("case", "slo", "old_arrival", "late_defer_s", "first"),
+    [
+        ("waited past its TTFT target: the fresh request goes first", INTERACTIVE, 0.0, 30.0,
+         "fresh"),
+        ("still within its TTFT target: plain SJF with aging", INTERACTIVE, 3.5, 30.0, "old"),
+        ("deferral off", INTERACTIVE, 0.0, 0.0, "old"),
+        ("no TTFT target (batch): never late", BATCH, 0.0, 30.0, "old"),
+        ("late but 30 s older than the fresh one: aging wins back", INTERACTIVE, -40.0, 30.0,
+         "old"),
+    ],
+)
+def test_late_requests_yield_to_ones_that_can_still_meet_their_slo(
+    case: str, slo: SloClass, old_arrival: float, late_defer_s: float, first: str
+) -> None:
+    s = make(aging=200.0, late_defer_s=late_defer_s)
+    now = 4.0
+    s.submit(q("old", slo, old_arrival, prompt=100), old_arrival)
+    s.submit(q("fresh", slo, now, prompt=100), now)
+    order = [s.release(one_slot(), now + k)[0][0].route.request_id for k in range(2)]
+    assert order[0] == first, case
+    assert sorted(order) == ["fresh", "old"]
+
+
+def test_a_late_request_is_deferred_once() -> None:
+    s = make(aging=200.0, late_defer_s=30.0)
+    s.submit(q("old", INTERACTIVE, 0.0, prompt=100), 0.0)
+    s.submit(q("fresh", INTERACTIVE, 1.9, prompt=100), 1.9)
+    assert s.release(one_slot(), 2.0)[0][0].route.request_id == "fresh"  # old deferred
+    # both late now; old's key is 100 + 30 x 200 = 6,100, a newcomer's 100 + 200 x 2.5
+    s.submit(q("new", INTERACTIVE, 2.5, prompt=100), 2.5)
+    assert s.release(one_slot(), 2.5)[0][0].route.request_id == "new"
+    # new is not late yet; once old's extra key is earned back it goes before later ones
+    s.submit(q("later", INTERACTIVE, 40.0, prompt=100), 40.0)
+    assert s.release(one_slot(), 40.0)[0][0].route.request_id == "old"

@@ -71,4 +71,5 @@ class StickyUntilSaturatedScorer:
         if not est:
             return {}
         best = min(est.values())
-        return {k: clamp01(best / v) for k, v in est.items()}
+        # v == 0 only with floor_s = 0: that replica is the best one
+        return {k: clamp01(best / v) if v > 0 else 1.0 for k, v in est.items()}

@@ -157,7 +157,7 @@ def builtin_profile_configs() -> dict[str, dict[str, Any]]:
             "name": "tokenplane",
             "filters": _BASE_FILTERS,
             "scorers": [
-                {"name": "sticky_until_saturated", "weight": 1.0, "cache_weight": 2.0},
+                {"name": "sticky_until_saturated", "weight": 1.0, "cache_weight": 8.0},
                 {"name": "prefix_affinity", "weight": 0.2},
                 {"name": "token_load", "weight": 0.1},
                 {"name": "kv_cache", "weight": 0.1},

@@ -97,8 +97,11 @@ class GatewayScheduler:
         drain_tokens_per_s: float | None = None,
         lookahead: int = 32,
         promote_after: float = 0.5,
+        late_defer_s: float = 30.0,
     ) -> None:
         self._router = router
+        self.late_defer_s = late_defer_s
+        self._deferred: set[int] = set()  # sequence numbers of late requests moved back
         self.lookahead = lookahead
         self.promote_after = promote_after
         self.gate = gate or SaturationGate()
@@ -142,7 +145,8 @@ class GatewayScheduler:
 
     def _pop(self, band: _Band, tenant: str) -> QueuedRequest:
         heap = band.tenants[tenant]
-        item = heapq.heappop(heap)[2]
+        _key, seq, item = heapq.heappop(heap)
+        self._deferred.discard(seq)
         if not heap:
             del band.tenants[tenant]
         band.size -= 1
@@ -179,6 +183,8 @@ class GatewayScheduler:
                 tenant = self.vtc.pick(band.tenants)
                 entry = band.tenants[tenant][0]
                 item = entry[2]
+                if self._defer_if_late(band.tenants[tenant], entry, now):
+                    continue
                 frac = self._fraction(item, now)
                 allowed = [
                     e
@@ -200,6 +206,32 @@ class GatewayScheduler:
             if blocked:
                 return out
         return out
+
+    def _defer_if_late(
+        self, heap: list[tuple[float, int, QueuedRequest]],
+        entry: tuple[float, int, QueuedRequest], now: float,
+    ) -> bool:
+        """Move a request that has already missed its time-to-first-token target
+        behind its tenant's requests that can still make theirs, once.
+
+        Its key grows by ``late_defer_s`` seconds of aging, so a fresh request
+        goes first unless the late one is that much older (aging still bounds
+        its wait: nothing starves). Under a burst this spends capacity on
+        requests that can still meet their SLO instead of on ones that cannot.
+        """
+        key, seq, item = entry
+        ttft = item.slo.ttft_s
+        if (
+            self.late_defer_s <= 0
+            or self.aging_tokens_per_s <= 0
+            or ttft is None
+            or now - item.arrival <= ttft
+            or seq in self._deferred
+        ):
+            return False
+        heapq.heapreplace(heap, (key + self.late_defer_s * self.aging_tokens_per_s, seq, item))
+        self._deferred.add(seq)
+        return True
 
     def _fraction(self, item: QueuedRequest, now: float) -> float:
         """The class's gate share, or all of it once the request has waited
