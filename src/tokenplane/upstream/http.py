@@ -1,18 +1,18 @@
 """Transport to an OpenAI-compatible server over HTTP (vLLM, SGLang, OpenAI, ...).
 
-One pooled aiohttp session per upstream. Timeouts: connect, first token (time to
-response headers and first event), between tokens, and total. SSE events are split
-on blank lines and handed on as bytes, never re-encoded.
+One pool of keep-alive HTTP/1.1 connections per upstream (``upstream/h1.py``).
+Timeouts: connect, first token (time to response headers and first event), between
+tokens, and total. SSE events are split on blank lines and handed on as bytes, never
+re-encoded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
-import aiohttp
-
+from tokenplane.upstream.h1 import H1ConnectError, H1Connection, H1Error, H1Pool
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
 
 _HOP_HEADERS = ("content-type", "x-request-id", "openai-processing-ms")
@@ -22,19 +22,10 @@ class HttpTransport:
     def __init__(self, base_url: str, api_key_env: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key_env = api_key_env
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
-            self._session = aiohttp.ClientSession(
-                connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                auto_decompress=True,
-            )
-        return self._session
+        self._pool = H1Pool(self.base_url)
 
     def _headers(self, req: UpstreamRequest) -> dict[str, str]:
-        headers = {"content-type": "application/json", **req.headers}
+        headers = {"content-type": "application/json", "accept": "*/*", **req.headers}
         if self._api_key_env:
             key = os.environ.get(self._api_key_env)
             if key:
@@ -48,41 +39,50 @@ class HttpTransport:
         # a stream must start within first_token; a non-stream answer comes whole, so
         # only the total timeout bounds it
         first = (t.first_token or None) if req.stream else None
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect or None)
+        conn: H1Connection | None = None
         try:
             async with asyncio.timeout_at(_sooner(loop.time(), first, deadline)):
-                resp = await self._client().post(
-                    self.base_url + req.path, data=req.body, headers=self._headers(req),
-                    timeout=timeout,
-                )
-                if not req.stream or resp.status >= 400:
-                    body = await resp.read()  # still under the timeout above
-                    resp.release()
-                    return UpstreamResponse(resp.status, _pick(resp), body=body)
+                conn = await self._pool.request("POST", req.path, self._headers(req), req.body,
+                                                t.connect or None)
+                status, headers = await conn.head()
+                if not req.stream or status >= 400:
+                    body = await conn.read_all()  # still under the timeout above
+                    self._pool.release(conn)
+                    return UpstreamResponse(status, _pick(headers), body=body)
         except TimeoutError:
+            _drop(conn)
             raise UpstreamError(
                 504, "upstream timed out before responding", "upstream_timeout"
             ) from None
-        except aiohttp.ClientConnectorError as exc:
+        except H1ConnectError as exc:
             raise UpstreamError(
-                503, f"upstream unreachable: {exc.os_error}", "upstream_unavailable"
+                503, f"upstream unreachable: {exc}", "upstream_unavailable"
             ) from None
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(
-                502, f"upstream failed: {type(exc).__name__}", "upstream_error"
-            ) from None
+        except H1Error as exc:
+            _drop(conn)
+            raise UpstreamError(502, f"upstream failed: {exc}", "upstream_error") from None
+        except BaseException:  # cancelled (the client left): the upstream must see it
+            _drop(conn)
+            raise
+        assert conn is not None
+        stream_conn = conn
 
         async def close() -> None:
-            resp.close()
+            stream_conn.close()
 
         return UpstreamResponse(
-            resp.status, _pick(resp), events=_events(resp, t.first_token, t.between_tokens,
-                                                    deadline), close=close,
+            status, _pick(headers),
+            events=_events(self._pool, stream_conn, t.first_token, t.between_tokens, deadline),
+            close=close,
         )
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self._pool.close()
+
+
+def _drop(conn: H1Connection | None) -> None:
+    if conn is not None:
+        conn.close()
 
 
 def _sooner(now: float, delay: float | None, deadline: float | None) -> float | None:
@@ -90,33 +90,35 @@ def _sooner(now: float, delay: float | None, deadline: float | None) -> float | 
     return min(cands) if cands else None
 
 
-def _pick(resp: aiohttp.ClientResponse) -> dict[str, str]:
-    return {h: resp.headers[h] for h in _HOP_HEADERS if h in resp.headers}
+def _pick(headers: Mapping[str, str]) -> dict[str, str]:
+    return {h: headers[h] for h in _HOP_HEADERS if h in headers}
 
 
 async def _events(
-    resp: aiohttp.ClientResponse, first: float, between: float, deadline: float | None
+    pool: H1Pool, conn: H1Connection, first: float, between: float, deadline: float | None
 ) -> AsyncIterator[bytes]:
     """Yields what has arrived, cut after its last complete event (one or more events
     per item, so a burst of tokens costs one write downstream)."""
     loop = asyncio.get_running_loop()
     wait = first
     buf = b""
+    done = False
     try:
         async with asyncio.timeout(None) as cm:
             while True:
                 cm.reschedule(_sooner(loop.time(), wait or None, deadline))
                 try:
-                    data = await resp.content.readany()
-                except aiohttp.ClientError as exc:
+                    data = await conn.read_some()
+                except H1Error as exc:
                     raise UpstreamError(
-                        502, f"upstream stream failed: {type(exc).__name__}", "upstream_error"
+                        502, f"upstream stream failed: {exc}", "upstream_error"
                     ) from None
                 if not data:  # end of the body
                     if buf.strip():
                         raise UpstreamError(
                             502, "upstream closed the stream mid-event", "upstream_error"
                         )
+                    done = True
                     return
                 buf += data.replace(b"\r\n", b"\n") if b"\r" in data else data
                 cut = buf.rfind(b"\n\n")
@@ -128,4 +130,7 @@ async def _events(
     except TimeoutError:
         raise UpstreamError(504, "upstream stopped sending tokens", "upstream_timeout") from None
     finally:
-        resp.close()
+        if done:
+            pool.release(conn)  # the whole answer was read: keep the connection
+        else:
+            conn.close()
