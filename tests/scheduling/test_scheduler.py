@@ -282,3 +282,16 @@ def test_a_late_request_is_deferred_once() -> None:
     # new is not late yet; once old's extra key is earned back it goes before later ones
     s.submit(q("later", INTERACTIVE, 40.0, prompt=100), 40.0)
     assert s.release(one_slot(), 40.0)[0][0].route.request_id == "old"
+
+
+def test_a_shed_late_request_leaves_no_deferral_mark() -> None:
+    late_batch = SloClass("batch-ttft", priority=1, ttft_s=1.0, deadline_s=10.0, sheddable=True)
+    s = make(aging=200.0, late_defer_s=30.0)
+    s.submit(q("hot", INTERACTIVE, 0.0), 0.0)
+    s.submit(q("b0", late_batch, 0.0), 0.0)
+    s.submit(q("b1", late_batch, 4.0), 4.0)
+    released = s.release([EndpointState("e0", max_waiting=2)], 5.0)
+    assert [i.route.request_id for i, _ in released] == ["hot", "b1"]  # b0 deferred
+    assert len(s._deferred) == 1
+    assert [x.item.route.request_id for x in s.expire(20.0)] == ["b0"]
+    assert not s._deferred and len(s) == 0

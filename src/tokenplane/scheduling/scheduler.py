@@ -73,7 +73,12 @@ class GatewayScheduler:
     inside a band the backlogged tenant with the smallest virtual token counter;
     inside a tenant the smallest ``predicted tokens + aging_tokens_per_s *
     arrival`` (shortest job first, and a request waiting ``d`` seconds gains
-    ``aging_tokens_per_s * d`` tokens of priority, so none starves). A request is
+    ``aging_tokens_per_s * d`` tokens of priority, so none starves). A request
+    that has already waited past its class's TTFT target has missed its SLO
+    whatever happens next; the first time it reaches the head of its tenant's
+    queue it is moved back by ``late_defer_s`` seconds of aging, so that under a
+    burst the capacity goes to requests that can still meet theirs (0 turns this
+    off; aging still bounds its wait). A request is
     released only to a replica the gate accepts for its class -- the class's
     ``gate_fraction`` of the limits, or all of them once the request has waited
     ``promote_after`` of its deadline, so batch work cannot starve -- and the
@@ -301,6 +306,7 @@ class GatewayScheduler:
                         st = self.stats[slo.name]
                         st.queued -= 1
                         st.shed += 1
+                        self._deferred.discard(entry[1])
                         out.append(Shed(item, self._retry_after(), "deadline passed"))
                     else:
                         keep.append(entry)
