@@ -1,6 +1,9 @@
-"""Gateway overhead: the upstream directly vs a minimal pass-through vs the gateway.
+"""Gateway overhead: the upstream directly vs minimal pass-throughs vs the gateway.
 
-All three front the same fast mock upstream (bench/mock_upstream.py), each in its own
+Two pass-throughs: one on aiohttp's client (the baseline of the figures), one on the
+gateway's own HTTP/1.1 client (what the gateway adds over the same transport).
+
+Every target fronts the same fast mock upstream (bench/mock_upstream.py), each in its own
 process; the load generator runs here. Non-streaming and streaming (64 output
 tokens), at concurrency 1 and 32. Rounds are interleaved and repeated; figures are
 medians over rounds. Prints JSON; ``--out FILE`` also writes it.
@@ -73,10 +76,11 @@ def start_servers(
 ) -> tuple[dict[str, str], list[subprocess.Popen[bytes]], dict[str, str]]:
     """upstream, pass-through, the gateway with its default governance (injection
     screen, PII log, audit), and the gateway with governance off (the core path)."""
-    up, pt, gw, lean = free_port(), free_port(), free_port(), free_port()
+    up, pt, pt1, gw, lean = free_port(), free_port(), free_port(), free_port(), free_port()
     procs = [subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])]
-    procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(pt),
-                                   f"http://127.0.0.1:{up}"]))
+    for port, client in ((pt, "aiohttp"), (pt1, "h1")):
+        procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(port),
+                                       f"http://127.0.0.1:{up}", client]))
     from tokenplane.auth.keystore import KeyStore
 
     keys: dict[str, str] = {}
@@ -92,9 +96,10 @@ def start_servers(
             [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port",
              str(port)], env={**os.environ, "TOKENPLANE_HOME": str(home)},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    for port, p in zip((up, pt, gw, lean), procs, strict=True):
+    for port, p in zip((up, pt, pt1, gw, lean), procs, strict=True):
         wait_port(port, p)
     urls = {"upstream": f"http://127.0.0.1:{up}", "passthrough": f"http://127.0.0.1:{pt}",
+            "passthrough-h1": f"http://127.0.0.1:{pt1}",
             "gateway": f"http://127.0.0.1:{gw}", "gateway-lean": f"http://127.0.0.1:{lean}"}
     return urls, procs, keys
 
@@ -173,15 +178,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ratios: dict[str, Any] = {}
     for mode in ("nonstream", "stream"):
         for conc in (1, 32):
-            p = results[f"{mode}/c{conc}/passthrough"]
+            base = results[f"{mode}/c{conc}/passthrough"]
+            p1 = results[f"{mode}/c{conc}/passthrough-h1"]
             for gname in ("gateway", "gateway-lean"):
                 g = results[f"{mode}/c{conc}/{gname}"]
                 ratios[f"{mode}/c{conc}/{gname}"] = {
-                    "throughput_gateway_over_passthrough": round(g["rps"] / p["rps"], 3),
-                    "added_p50_ms": round(g["p50_ms"] - p["p50_ms"], 3),
-                    "added_ttft_p99_ms": round(g["ttft_p99_ms"] - p["ttft_p99_ms"], 3),
+                    "throughput_gateway_over_passthrough": round(g["rps"] / base["rps"], 3),
+                    "added_p50_ms": round(g["p50_ms"] - base["p50_ms"], 3),
+                    "added_ttft_p99_ms": round(g["ttft_p99_ms"] - base["ttft_p99_ms"], 3),
                     "cpu_per_request_gateway_over_passthrough": round(
-                        g["server_cpu_ms_per_request"] / p["server_cpu_ms_per_request"], 3),
+                        g["server_cpu_ms_per_request"] / base["server_cpu_ms_per_request"], 3),
+                    # the same figures against a pass-through on the gateway's own client
+                    "throughput_gateway_over_passthrough_h1": round(g["rps"] / p1["rps"], 3),
+                    "added_p50_ms_over_passthrough_h1": round(g["p50_ms"] - p1["p50_ms"], 3),
                 }
     return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}

@@ -48,6 +48,7 @@ class HttpTransport:
                 if not req.stream or status >= 400:
                     body = await conn.read_all()  # still under the timeout above
                     self._pool.release(conn)
+                    conn = None  # the pool's again
                     return UpstreamResponse(status, _pick(headers), body=body)
         except TimeoutError:
             _drop(conn)
@@ -65,19 +66,37 @@ class HttpTransport:
             _drop(conn)
             raise
         assert conn is not None
-        stream_conn = conn
-
-        async def close() -> None:
-            stream_conn.close()
-
+        lease = _Lease(self._pool, conn)
         return UpstreamResponse(
             status, _pick(headers),
-            events=_events(self._pool, stream_conn, t.first_token, t.between_tokens, deadline),
-            close=close,
+            events=_events(lease, t.first_token, t.between_tokens, deadline), close=lease.aclose,
         )
 
     async def close(self) -> None:
         self._pool.close()
+
+
+class _Lease:
+    """A streaming answer's hold on its connection: given back to the pool when the
+    whole body was read, closed otherwise; after either, the connection is no longer
+    this answer's (it may already carry another request)."""
+
+    def __init__(self, pool: H1Pool, conn: H1Connection) -> None:
+        self.pool = pool
+        self.conn: H1Connection | None = conn
+
+    def give_back(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            self.pool.release(conn)
+
+    def drop(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+    async def aclose(self) -> None:
+        self.drop()
 
 
 def _drop(conn: H1Connection | None) -> None:
@@ -95,7 +114,7 @@ def _pick(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 async def _events(
-    pool: H1Pool, conn: H1Connection, first: float, between: float, deadline: float | None
+    lease: _Lease, first: float, between: float, deadline: float | None
 ) -> AsyncIterator[bytes]:
     """Yields what has arrived, cut after its last complete event (one or more events
     per item, so a burst of tokens costs one write downstream)."""
@@ -107,8 +126,10 @@ async def _events(
         async with asyncio.timeout(None) as cm:
             while True:
                 cm.reschedule(_sooner(loop.time(), wait or None, deadline))
+                if lease.conn is None:  # closed by the consumer meanwhile
+                    return
                 try:
-                    data = await conn.read_some()
+                    data = await lease.conn.read_some()
                 except H1Error as exc:
                     raise UpstreamError(
                         502, f"upstream stream failed: {exc}", "upstream_error"
@@ -131,6 +152,6 @@ async def _events(
         raise UpstreamError(504, "upstream stopped sending tokens", "upstream_timeout") from None
     finally:
         if done:
-            pool.release(conn)  # the whole answer was read: keep the connection
+            lease.give_back()  # the whole answer was read: keep the connection
         else:
-            conn.close()
+            lease.drop()
