@@ -1,0 +1,68 @@
+"""A client that leaves mid-stream, with the engine behind real HTTP (``tokenplane
+sim``): the gateway drops its upstream connection, the engine stops generating, and
+the ledger bills what was generated so far."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+import httpx
+
+from tests.gateway.harness import GatewayThread
+from tests.gateway.sim_process import start_sim, stop_sim
+
+
+def _metric(port: int, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the engine's metrics")
+
+
+def test_disconnect_over_http_stops_the_engine(tmp_path: Path) -> None:
+    proc, ports = start_sim(replicas=1, profile="llama3-8b-a100")
+    try:
+        port = ports[0]
+        cfg = {"models": [{
+            "alias": "m", "tokenizer": "cl100k_base", "chat_template": "llama3",
+            "context_window": 8192,
+            "backends": [{"id": "remote", "type": "vllm", "base_url": f"http://127.0.0.1:{port}",
+                          "model": "sim-llama3-8b"}],
+        }]}
+        gw = GatewayThread(cfg, tmp_path).start()
+        key = gw.create_key("default", app="disc")
+        seen: list[str] = []
+
+        async def client() -> None:
+            async with aiohttp.ClientSession() as s:
+                resp = await s.post(
+                    gw.base_url + "/chat/completions", headers={"authorization": f"Bearer {key}"},
+                    json={"model": "m", "stream": True, "max_tokens": 3000,
+                          "messages": [{"role": "user", "content": "write a long story"}]})
+                async for line in resp.content:
+                    if line.startswith(b"data: {"):
+                        delta = json.loads(line[6:])["choices"][0]["delta"].get("content")
+                        if delta:
+                            seen.append(delta)
+                    if len(seen) >= 5:
+                        break
+                resp.close()
+
+        asyncio.run(client())
+        deadline = time.monotonic() + 10
+        while _metric(port, "vllm:num_requests_running") > 0:
+            assert time.monotonic() < deadline, "the engine kept generating after the client left"
+            time.sleep(0.05)
+        generated = _metric(port, "vllm:generation_tokens_total")
+        assert generated < 3000
+        gw.stop()
+        rows = gw.ledger_rows("app = 'disc'")
+        assert len(rows) == 1 and rows[0]["status"] == "cancelled"
+        assert len(seen) <= rows[0]["output_tokens"] <= generated
+    finally:
+        stop_sim(proc)
