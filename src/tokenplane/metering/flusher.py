@@ -112,6 +112,7 @@ class Flusher:
         self._spilled_upto: Position | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
+        self._idle = True  # waiting for work: the next submit must wake the loop
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.flushed = 0
@@ -138,7 +139,12 @@ class Flusher:
         self._wake.set()
 
     def submit(self, batch: CommittedBatch) -> None:
-        """Thread-safe: called by the journal's writer thread after each fsync."""
+        """Thread-safe: called by the journal's writer thread after each fsync.
+
+        Wakes the flusher's loop only when the flusher waits for work, or when a full
+        batch (``max_rows``) is pending: while it pauses between flushes (under load,
+        nearly always) a commit costs no event-loop wake-up."""
+        loop = self._loop
         with self._mutex:
             if self._pending_rows + len(batch.events) > self.max_pending_rows:
                 # Too much backlog in memory: keep it on disk only, re-read it later.
@@ -150,8 +156,10 @@ class Flusher:
             else:
                 self._pending.append(batch)
                 self._pending_rows += len(batch.events)
-        loop = self._loop
-        if loop is not None:
+            wake = loop is not None and (self._idle or self._pending_rows >= self.max_rows)
+            if wake:
+                self._idle = False
+        if wake and loop is not None:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._wake.set)
 
@@ -173,6 +181,11 @@ class Flusher:
                 return
             if self.min_interval_s > 0:
                 await self._pause()
+            with self._mutex:  # nothing left: the next submit wakes the loop
+                if self._pending_rows or self._spilled_upto is not None:
+                    self._wake.set()
+                else:
+                    self._idle = True
 
     async def _pause(self) -> None:
         """Sleeps up to ``min_interval_s``; a full batch or ``close()`` ends it early."""
