@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tokenplane.governance.custom import recognizer_from_spec
+from tokenplane.governance.prechecks import Need
 from tokenplane.governance.recognizers_cn import cn_recognizers
 from tokenplane.governance.recognizers_intl import intl_recognizers
 from tokenplane.governance.recognizers_secrets import secret_recognizers
@@ -42,6 +44,23 @@ class Analyzer:
         if wanted is not None:
             self.recognizers = [r for r in self.recognizers if any(e in wanted for e in r.entities)]
         self._wanted = wanted
+        self._plan_for: list[Recognizer] | None = None
+        self._plan: list[tuple[Recognizer, int]] = []
+        self._tests: list[re.Pattern[str]] = []
+
+    def _planned(self) -> list[tuple[Recognizer, int]]:
+        """Each recognizer with the index of the character test it needs (-1: none);
+        one test per distinct :class:`Need` (rebuilt if ``recognizers`` is replaced)."""
+        if self._plan_for is not self.recognizers:
+            tests: dict[Need, int] = {}
+            plan: list[tuple[Recognizer, int]] = []
+            for r in self.recognizers:
+                need = getattr(r, "need", None)
+                plan.append((r, tests.setdefault(need, len(tests))
+                             if isinstance(need, Need) else -1))
+            self._tests = [need.regex() for need in tests]
+            self._plan, self._plan_for = plan, self.recognizers
+        return self._plan
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any]) -> Analyzer:
@@ -70,7 +89,16 @@ class Analyzer:
         if not text:
             return []
         spans: list[Span] = []
-        for recognizer in self.recognizers:
+        plan = self._planned()
+        tests = self._tests
+        present: list[bool | None] = [None] * len(tests)
+        for recognizer, test in plan:
+            if test >= 0:
+                ok = present[test]
+                if ok is None:
+                    ok = present[test] = tests[test].search(text) is not None
+                if not ok:
+                    continue  # it needs characters the text does not have
             spans.extend(recognizer.find(text))
         if self._wanted is not None:
             spans = [s for s in spans if s.entity_type in self._wanted]
