@@ -87,6 +87,19 @@ class HeuristicDetector:
         self._literals = tuple(
             sorted({lit for r in self.rules if r.literals for lit in r.literals})
         )
+        # ... indexed by first character: only the literals starting with a character
+        # of the text are looked for (a few dozen instead of every one).
+        by_first: dict[str, list[str]] = {}
+        for lit in self._literals:
+            by_first.setdefault(lit[0], []).append(lit)
+        self._by_first = {c: tuple(lits) for c, lits in by_first.items()}
+        # the rules each literal can let through, and those with no prefilter
+        rules_of: dict[str, list[int]] = {}
+        for i, rule in enumerate(self.rules):
+            for lit in rule.literals or ():
+                rules_of.setdefault(lit, []).append(i)
+        self._rules_of = {lit: tuple(ids) for lit, ids in rules_of.items()}
+        self._unfiltered = tuple(i for i, r in enumerate(self.rules) if r.literals is None)
 
     def score(self, text: str, source: Source = "user") -> Verdict:
         norm = normalize(text)
@@ -121,13 +134,24 @@ class HeuristicDetector:
             detector=self.name,
         )
 
+    def _present(self, text: str) -> set[str]:
+        """The required literals that occur in ``text``."""
+        by_first = self._by_first
+        return {lit for c in set(text) if c in by_first for lit in by_first[c] if lit in text}
+
     def _matching(self, text: str, indirect: bool) -> list[tuple[Rule, int]]:
         hits: list[tuple[Rule, int]] = []
-        present = {lit for lit in self._literals if lit in text} if self.prefilter else set()
-        for rule in self.rules:
+        rules = self.rules
+        if self.prefilter:  # only rules one of whose required literals occurs
+            ids = set(self._unfiltered)
+            for lit in self._present(text):
+                ids.update(self._rules_of[lit])
+            order: Iterable[int] = sorted(ids)
+        else:
+            order = range(len(rules))
+        for i in order:
+            rule = rules[i]
             if rule.indirect_only and not indirect:
-                continue
-            if self.prefilter and rule.literals is not None and rule.literals.isdisjoint(present):
                 continue
             m = rule.pattern.search(text)
             if m is not None:
