@@ -15,10 +15,12 @@ import bisect
 from collections import OrderedDict, deque
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class LengthKey:
+class LengthKey(NamedTuple):
+    """Whose requests (a tuple: hashed and compared in C, cheap as a dict key)."""
+
     tenant: str
     app: str
     model: str
@@ -88,7 +90,7 @@ class LengthPredictor:
         self.max_windows = max_windows
         self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
         self._errors: deque[float] = deque(maxlen=error_window)
-        self._links_memo: dict[tuple[LengthKey, int], _Links] = {}
+        self._links_memo: dict[tuple[str, str, str, int], _Links] = {}
 
     def _chain(self, key: LengthKey, prompt_tokens: int) -> list[tuple[str, Hashable]]:
         b = bucket_of(prompt_tokens)
@@ -104,7 +106,7 @@ class LengthPredictor:
     def _links(self, key: LengthKey, prompt_tokens: int) -> _Links:
         """The request's fallback chain with its windows, memoised per (key, bucket)
         while no window is created or evicted (both drop every memo)."""
-        memo_key = (key, bucket_of(prompt_tokens))
+        memo_key = (*key, bucket_of(prompt_tokens))
         links = self._links_memo.get(memo_key)
         if links is None:
             wkeys = tuple(wkey for _, wkey in self._chain(key, prompt_tokens))
