@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import socket
 import statistics
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,16 @@ HERE = Path(__file__).resolve().parent
 BODY = {"model": "m", "messages": [{"role": "system", "content": "You are a helpful assistant."},
                                    {"role": "user", "content": "Say hello in one word please."}],
         "max_tokens": 64}
+
+
+def bodies(stream: bool) -> Iterator[bytes]:
+    """Request bodies with a different user turn each (like real traffic), so nothing
+    keyed on a request's exact content can answer from memory. The system prompt
+    repeats, as it does in applications."""
+    system = BODY["messages"][0]  # type: ignore[index]
+    for n in itertools.count():
+        yield orjson.dumps({**BODY, "stream": stream, "messages": [
+            system, {"role": "user", "content": f"Say hello in one word please. ({n})"}]})
 
 
 def free_port() -> int:
@@ -123,18 +135,18 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: di
 
 async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
                    pid: int) -> dict[str, Any]:
-    body = orjson.dumps({**BODY, "stream": stream})
+    make = bodies(stream)
     headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
     lat: list[float] = []
     ttfts: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
         for _ in range(min(50, conc * 4)):  # warm up connections and caches
-            await one(s, url, body, headers, stream)
+            await one(s, url, next(make), headers, stream)
         stop = time.perf_counter() + seconds
 
         async def worker() -> None:
             while time.perf_counter() < stop:
-                total, ttft = await one(s, url, body, headers, stream)
+                total, ttft = await one(s, url, next(make), headers, stream)
                 lat.append(total)
                 ttfts.append(ttft)
 
