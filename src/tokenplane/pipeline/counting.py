@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tokenplane.config.schema import ModelConfig
-from tokenplane.pipeline.count_memo import ChatCountMemo
 from tokenplane.pipeline.estimated_counting import EstimatingCounter
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.counter import ChatCounter, CountResult
@@ -50,8 +49,7 @@ def family_for(model: ModelConfig, spec: str) -> str:
 
 class ModelCounters:
     """One :class:`ChatCounter` per alias, sharing a registry and a segment cache; an
-    :class:`EstimatingCounter` for the aliases with no usable tokenizer. Chat requests
-    seen before are answered from a :class:`ChatCountMemo`."""
+    :class:`EstimatingCounter` for the aliases with no usable tokenizer."""
 
     def __init__(
         self, models: list[ModelConfig], registry: TokenizerRegistry | None = None,
@@ -60,7 +58,6 @@ class ModelCounters:
         self.registry = registry or TokenizerRegistry()
         self.cache = cache or SegmentCache()
         self.estimator = estimator or Estimator()
-        self.memo = ChatCountMemo()
         self._by_alias: dict[str, ChatCounter] = {}
         self._estimated: dict[str, EstimatingCounter] = {}
         for m in models:
@@ -119,7 +116,7 @@ class ModelCounters:
             return est.count_texts([value] if isinstance(value, str) else value)
         c = self._by_alias[model.alias]
         if operation == "chat":
-            return self._count_chat(model.alias, c, body["messages"], body.get("tools"))
+            return c.count(body["messages"], body.get("tools"))
         if operation == "text_completion":
             return c.count_prompt(body["prompt"])
         inp = body["input"]
@@ -133,17 +130,6 @@ class ModelCounters:
             elif isinstance(item, list):
                 total += len(item)
         return CountResult(TokenCounts(user=total))
-
-    def _count_chat(self, alias: str, c: ChatCounter, messages: Any, tools: Any) -> CountResult:
-        key = self.memo.key(alias, messages, tools)
-        if key is None:
-            return c.count(messages, tools)
-        found = self.memo.get(key)
-        if found is not None:
-            return found
-        result = c.count(messages, tools)
-        self.memo.put(key, result)
-        return result
 
     def calibrate(self, alias: str, features: Mapping[str, int], reported_prompt: int) -> None:
         """Refine the estimator of ``alias`` with the upstream's reported prompt count."""

@@ -32,9 +32,5 @@ class TokenCounts:
     def total(self) -> int:
         return self.prompt + self.output
 
-    def copy(self) -> TokenCounts:
-        return TokenCounts(self.system, self.history, self.context, self.tools, self.user,
-                           self.cached, self.output, self.reasoning)
-
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)}
