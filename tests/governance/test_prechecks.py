@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplane.governance.analyzer import Analyzer, builtin_recognizers
-from tokenplane.governance.prechecks import Need, required_need
+from tokenplane.governance.prechecks import Need, min_digits, required_need
 
 from .factories import cn_id, luhn_card
 
@@ -27,6 +27,13 @@ def test_required_need_examples() -> None:
     assert required_need(re.compile(r"(?i:key)\d")) == Need(True, frozenset())
 
 
+
+
+def test_min_digits_examples() -> None:
+    assert min_digits(re.compile(r"[1-8][0-9]{16}[0-9Xx]")) == 17
+    assert min_digits(re.compile(r"(?:\+|00)86[ -]?1[3-9]\d(?:[ -]?[0-9]{4}){2}")) == 13
+    assert min_digits(re.compile(r"a\d|bc")) == 0  # one alternative has none
+    assert min_digits(re.compile(r"(?=\d{5})x\d?")) == 0  # look-aheads consume nothing
 
 
 pieces = st.sampled_from([
@@ -47,6 +54,8 @@ def test_skipped_recognizers_would_have_found_nothing(parts: list[str]) -> None:
         need = getattr(r, "need", None)
         if isinstance(need, Need) and r.find(text):
             assert need.regex().search(text) is not None, r.name
+        if r.find(text):
+            assert len(re.sub(r"\D+", "", text)) >= getattr(r, "min_digits", 0), r.name
 
 
 @settings(max_examples=200, deadline=None)
@@ -55,5 +64,5 @@ def test_analyzer_with_prechecks_finds_what_every_recognizer_finds(parts: list[s
     text = "".join(parts)
     analyzer = Analyzer()
     plain = Analyzer()
-    plain._planned = lambda: [(r, -1) for r in plain.recognizers]  # type: ignore[method-assign]
+    plain._planned = lambda: [(r, -1, 0) for r in plain.recognizers]  # type: ignore[method-assign]
     assert analyzer.analyze(text) == plain.analyze(text)

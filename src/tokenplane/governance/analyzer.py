@@ -14,6 +14,7 @@ from tokenplane.governance.recognizers_secrets import secret_recognizers
 from tokenplane.governance.spans import Recognizer, Span, resolve_overlaps
 
 DEFAULT_MIN_SCORE = 0.5
+_NOT_DIGITS = re.compile(r"\D+")
 
 
 def builtin_recognizers() -> list[Recognizer]:
@@ -45,19 +46,22 @@ class Analyzer:
             self.recognizers = [r for r in self.recognizers if any(e in wanted for e in r.entities)]
         self._wanted = wanted
         self._plan_for: list[Recognizer] | None = None
-        self._plan: list[tuple[Recognizer, int]] = []
+        self._plan: list[tuple[Recognizer, int, int]] = []
         self._tests: list[re.Pattern[str]] = []
 
-    def _planned(self) -> list[tuple[Recognizer, int]]:
-        """Each recognizer with the index of the character test it needs (-1: none);
-        one test per distinct :class:`Need` (rebuilt if ``recognizers`` is replaced)."""
+    def _planned(self) -> list[tuple[Recognizer, int, int]]:
+        """Each recognizer with the index of the character test it needs (-1: none)
+        and the digits it needs; one test per distinct :class:`Need` (rebuilt if
+        ``recognizers`` is replaced)."""
         if self._plan_for is not self.recognizers:
             tests: dict[Need, int] = {}
-            plan: list[tuple[Recognizer, int]] = []
+            plan: list[tuple[Recognizer, int, int]] = []
             for r in self.recognizers:
                 need = getattr(r, "need", None)
+                digits = getattr(r, "min_digits", 0)
                 plan.append((r, tests.setdefault(need, len(tests))
-                             if isinstance(need, Need) else -1))
+                             if isinstance(need, Need) else -1,
+                             digits if isinstance(digits, int) else 0))
             self._tests = [need.regex() for need in tests]
             self._plan, self._plan_for = plan, self.recognizers
         return self._plan
@@ -92,13 +96,19 @@ class Analyzer:
         plan = self._planned()
         tests = self._tests
         present: list[bool | None] = [None] * len(tests)
-        for recognizer, test in plan:
+        digits = -1
+        for recognizer, test, need_digits in plan:
             if test >= 0:
                 ok = present[test]
                 if ok is None:
                     ok = present[test] = tests[test].search(text) is not None
                 if not ok:
                     continue  # it needs characters the text does not have
+            if need_digits:
+                if digits < 0:
+                    digits = len(_NOT_DIGITS.sub("", text))
+                if digits < need_digits:
+                    continue  # its matches have more digits than the whole text
             spans.extend(recognizer.find(text))
         if self._wanted is not None:
             spans = [s for s in spans if s.entity_type in self._wanted]

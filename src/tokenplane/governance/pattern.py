@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tokenplane.governance.prechecks import Need, required_need
+from tokenplane.governance.prechecks import Need, min_digits, required_need
 from tokenplane.governance.spans import Span
 
 Validator = Callable[[str], bool]
@@ -61,6 +61,7 @@ class PatternRecognizer:
         )
         # characters every match contains: the analyzer skips texts without them
         self.need: Need | None = required_need(self.pattern, self.match_lowered)
+        self.min_digits = min_digits(self.pattern)
 
     def find(self, text: str) -> list[Span]:
         if self.prefilter and not any(p in text for p in self.prefilter):

@@ -7,6 +7,10 @@ a small set (Unicode decimal digits and/or a few listed characters). The analyze
 tests each distinct set once per text (one C-level search) and skips the recognizers
 whose set is absent: they would have found nothing, so results are unchanged.
 
+:func:`min_digits` counts the decimal digits every match contains (an identity card
+number has 18, a phone number at least 7): a text with fewer digits in all is skipped
+too.
+
 Case-insensitive patterns (``IGNORECASE``, or run on ``text.lower()``) only get sets of
 characters that have no case (digits, ASCII signs).
 """
@@ -126,3 +130,35 @@ def _class(items: list[tuple[Any, Any]], ci: bool) -> Need | None:
         else:  # NEGATE, other categories: too wide
             return None
     return _char_need(chars, digit, ci)
+
+
+def min_digits(pattern: re.Pattern[str]) -> int:
+    """How many decimal digits every match of ``pattern`` contains (at least)."""
+    parser: Any = importlib.import_module("re._parser")
+    try:
+        tree = parser.parse(pattern.pattern, pattern.flags)
+    except re.error:
+        return 0
+    return _digits_in(list(tree))
+
+
+def _digits_in(items: list[tuple[Any, Any]]) -> int:
+    return sum(_digits_of(str(op), av) for op, av in items)
+
+
+def _digits_of(name: str, av: Any) -> int:
+    if name == "LITERAL":
+        return 1 if chr(av).isdecimal() else 0
+    if name == "IN":
+        need = _class(av, False)
+        return 1 if need is not None and need.digit and not need.chars else 0
+    if name == "SUBPATTERN":
+        return _digits_in(list(av[3]))
+    if name == "ATOMIC_GROUP":
+        return _digits_in(list(av))
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        low, _high, item = av
+        return int(low) * _digits_in(list(item))
+    if name == "BRANCH":
+        return min(_digits_in(list(alt)) for alt in av[1])
+    return 0  # lookarounds and anchors match no characters; others need no digit
