@@ -65,6 +65,8 @@ class AuditService:
         self.submitted = 0  # written on the event loop only
         self.completed = 0  # written by the audit thread only
         self.max_backlog = 10_000
+        self._batch: list[tuple[AuditEntry, float]] = []  # queued this loop turn
+        self._handoff_due = False
 
     @classmethod
     def open(cls, home: Path, worker_id: str | None, config: AuditConfig,
@@ -88,12 +90,31 @@ class AuditService:
     def submit(self, entry: AuditEntry, ts: float) -> None:
         """Queue one record. If the audit thread has fallen ``max_backlog`` records
         behind, the record is kept without its content (marked ``content_dropped``)
-        so the backlog drains instead of growing without bound."""
+        so the backlog drains instead of growing without bound.
+
+        Records queued in one turn of the event loop reach the audit thread as one
+        task (one hand-off and one thread wake-up per turn, not per request)."""
         if self.submitted - self.completed > self.max_backlog and entry.content is not None:
             entry.content = None
             entry.verdicts = {**entry.verdicts, "content_dropped": "audit_backlog"}
         self.submitted += 1
-        self._pool.submit(self._append, entry, ts)
+        self._batch.append((entry, ts))
+        if not self._handoff_due:
+            try:
+                asyncio.get_running_loop().call_soon(self._hand_off)
+                self._handoff_due = True
+            except RuntimeError:  # no loop running here: hand off at once
+                self._hand_off()
+
+    def _hand_off(self) -> None:
+        self._handoff_due = False
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._pool.submit(self._append_all, batch)
+
+    def _append_all(self, batch: list[tuple[AuditEntry, float]]) -> None:
+        for entry, ts in batch:
+            self._append(entry, ts)
 
     def _append(self, entry: AuditEntry, ts: float) -> None:
         try:
@@ -105,6 +126,7 @@ class AuditService:
 
     async def flush(self) -> None:
         """Everything submitted so far is written and the head re-signed."""
+        self._hand_off()
         await asyncio.wrap_future(self._pool.submit(self.log.flush))
 
     async def start(self) -> None:
@@ -142,6 +164,7 @@ class AuditService:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self._hand_off()
         await asyncio.wrap_future(self._pool.submit(self.log.close))
         self._pool.shutdown(wait=True)
 
