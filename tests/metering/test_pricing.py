@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.pricing import UNPRICED, PriceBook
+from tokenplane.metering.pricing import UNPRICED, PriceBook, Prices
 
 TABLE = {
     "currency": "USD",
@@ -111,3 +111,25 @@ def test_load_yaml_keeps_prices_exact(tmp_path: Path) -> None:
     assert book.currency == "EUR"
     assert book.cost(ev("m", input_tokens=1000, output_tokens=10))[0] == 100 + 3
     assert book.cost(ev("m", input_tokens=1001))[0] == round(Decimal("1001") * Decimal("0.2"))
+
+
+_price = st.decimals(min_value=0, max_value=1000, places=4, allow_nan=False, allow_infinity=False)
+_tokens = st.integers(min_value=-5, max_value=10**9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_price, _price, _price, _price, st.none() | _price, _price,
+       _tokens, _tokens, _tokens, _tokens, _tokens)
+def test_integer_cost_equals_the_decimal_formula(
+    p_in: Decimal, p_cached: Decimal, p_write: Decimal, p_out: Decimal, p_reason: Decimal | None,
+    p_req: Decimal, inp: int, cached: int, written: int, out: int, reasoning: int,
+) -> None:
+    prices = Prices(p_in, p_cached, p_write, p_out, p_reason, p_req)
+    ev = UsageEvent("r", 0, 0.0, input_tokens=inp, cached_input_tokens=cached,
+                    cache_write_tokens=written, output_tokens=out, reasoning_tokens=reasoning)
+    c, w = max(0, cached), max(0, written)
+    r = max(0, min(reasoning, out))
+    reference = (max(0, inp - c - w) * p_in + c * p_cached + w * p_write
+                 + max(0, out - r) * p_out + r * (p_out if p_reason is None else p_reason)
+                 + p_req * Decimal(1_000_000))
+    assert prices.cost_micros(ev) == int(reference.to_integral_value(rounding=ROUND_HALF_UP))

@@ -30,10 +30,11 @@ Config shape::
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import orjson
@@ -70,8 +71,22 @@ class Prices:
     per_request: Decimal = Decimal(0)
 
     def overlaid(self, spec: Mapping[str, Any], where: str) -> Prices:
-        changes = {k: _dec(spec[k], f"{where}.{k}") for k in _PRICE_FIELDS if k in spec}
-        return replace(self, **changes)
+        v = {k: _dec(spec[k], f"{where}.{k}") if k in spec else getattr(self, k)
+             for k in _PRICE_FIELDS}
+        return Prices(v["input"], v["cached_input"], v["cache_write"], v["output"],
+                      v["reasoning"], v["per_request"])
+
+    # The prices as integers over one common denominator (exact, like the Decimals):
+    # a cost is then integer arithmetic, a few times faster than Decimal's.
+    _rates: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        reasoning = self.output if self.reasoning is None else self.reasoning
+        values = (self.input, self.cached_input, self.cache_write, self.output, reasoning,
+                  self.per_request * _MICROS)
+        ratios = [v.as_integer_ratio() for v in values]
+        den = math.lcm(*(d for _, d in ratios))
+        object.__setattr__(self, "_rates", (*(n * (den // d) for n, d in ratios), den))
 
     def cost_micros(self, event: UsageEvent) -> int:
         cached = max(0, event.cached_input_tokens)
@@ -79,16 +94,10 @@ class Prices:
         uncached = max(0, event.input_tokens - cached - written)
         reasoning = max(0, min(event.reasoning_tokens, event.output_tokens))
         plain_out = max(0, event.output_tokens - reasoning)
-        reasoning_price = self.output if self.reasoning is None else self.reasoning
-        total = (
-            uncached * self.input
-            + cached * self.cached_input
-            + written * self.cache_write
-            + plain_out * self.output
-            + reasoning * reasoning_price
-            + self.per_request * _MICROS
-        )
-        return int(total.to_integral_value(rounding=ROUND_HALF_UP))
+        r_in, r_cached, r_write, r_out, r_reason, r_req, den = self._rates
+        total = (uncached * r_in + cached * r_cached + written * r_write + plain_out * r_out
+                 + reasoning * r_reason + r_req)
+        return (2 * total + den) // (2 * den)  # rounded half up (total is never negative)
 
 
 @dataclass(frozen=True, slots=True)
