@@ -32,6 +32,7 @@ SOURCE_KEY = "tokenplane_source"
 CONTEXT_NAME_PREFIXES = ("context", "rag", "doc")
 IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 DEFAULT_IMAGE_TOKENS = 765
+_CONTEXT_ROLES = frozenset({"tool", "function"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,7 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
 
 
 def _is_context(msg: Mapping[str, Any], role: str, name: str | None) -> bool:
-    if role in ("tool", "function") or msg.get(SOURCE_KEY) == "context":
+    if role in _CONTEXT_ROLES or msg.get(SOURCE_KEY) == "context":
         return True
     return name is not None and name.lower().startswith(CONTEXT_NAME_PREFIXES)
 
@@ -125,6 +126,11 @@ def normalize(messages: Sequence[Mapping[str, Any]]) -> Conversation:
     out: list[ChatMessage] = []
     total_images = 0
     for msg in messages:
+        if type(msg) is dict and len(msg) == 2:  # the common {"role", "content"} shape
+            role, content = msg.get("role"), msg.get("content")
+            if type(role) is str and type(content) is str:
+                out.append(ChatMessage(role, content, marked_context=role in _CONTEXT_ROLES))
+                continue
         if not isinstance(msg, Mapping):
             raise ValueError("each message must be an object")
         role = msg.get("role")

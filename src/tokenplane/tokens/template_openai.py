@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 
-from tokenplane.tokens.messages import ChatMessage, Conversation
+from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, ChatMessage, Conversation
 from tokenplane.tokens.template_base import ChatTemplate, Piece, Tools, content_pieces, tools_json
 
 IM_START = 100264
@@ -29,13 +30,28 @@ IM_SEP = 100266
 class OpenAITemplate(ChatTemplate):
     family = "openai"
 
+    def __init__(self, tokenizer: Tokenizer, image_tokens: int = DEFAULT_IMAGE_TOKENS) -> None:
+        super().__init__(tokenizer, image_tokens)
+        self._frames: dict[str, tuple[Piece, Piece, Piece]] = {}
+
+    def _frame(self, source: str) -> tuple[Piece, Piece, Piece]:
+        """``<|im_start|>``, ``<|im_sep|>`` and ``<|im_end|>`` of a source (memoised)."""
+        found = self._frames.get(source)
+        if found is None:
+            found = self._frames[source] = (self.special(source, "<|im_start|>", IM_START),
+                                      self.special(source, "<|im_sep|>", IM_SEP),
+                                      self.special(source, "<|im_end|>", IM_END))
+        return found
+
     def _message(self, source: str, role: str, name: str | None, body: list[Piece]) -> list[Piece]:
-        out = [self.special(source, "<|im_start|>", IM_START), Piece(source, role)]
+        start, sep, end = self._frame(source)
         if name:
-            out += [self.special(source, ":", None), Piece(source, name)]
-        out.append(self.special(source, "<|im_sep|>", IM_SEP))
+            out = [start, Piece(source, role), self.special(source, ":", None), Piece(source, name),
+                   sep]
+        else:
+            out = [start, Piece(source, role), sep]
         out += body
-        out.append(self.special(source, "<|im_end|>", IM_END))
+        out.append(end)
         return out
 
     def pieces(self, conv: Conversation, tools: Tools) -> list[Piece]:
