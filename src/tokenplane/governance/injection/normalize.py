@@ -77,6 +77,12 @@ def normalize(text: str) -> Normalized:
     """NFKC, invisible characters removed (tag characters decoded), confusables
     mapped to Latin, case folded, whitespace collapsed; base64 blobs decoded."""
     result = Normalized(text="")
+    if text.isascii():  # nothing invisible, no look-alikes; NFKC is the identity
+        result.decoded = [_fold(d) for d in _decoded_blobs(text)]
+        folded = text.lower()  # casefold() for ASCII
+        spaced = _SPACED_RE.sub(lambda m: m.group(0).replace(" ", ""), folded)
+        result.text = _WS_RE.sub(" ", spaced)
+        return result
     if _TAG_RE.search(text):
         text, hidden = _decode_tags(text)
         result.signals.append("invisible_unicode")
