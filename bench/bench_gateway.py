@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +65,27 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
     raise RuntimeError(f"port {port} not ready")
 
 
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            todo.extend(int(c) for c in task.read_text().split())
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of a process, its threads and its child processes."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 GATEWAY_CONFIG = """
@@ -83,37 +100,63 @@ tenants: [{{name: bench}}]
 """
 
 
-def start_servers(
-    tmp: Path,
-) -> tuple[dict[str, str], list[subprocess.Popen[bytes]], dict[str, str]]:
-    """upstream, pass-through, the gateway with its default governance (injection
-    screen, PII log, audit), and the gateway with governance off (the core path)."""
-    up, pt, pt1, gw, lean = free_port(), free_port(), free_port(), free_port(), free_port()
-    procs = [subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])]
-    for port, client in ((pt, "aiohttp"), (pt1, "h1")):
-        procs.append(subprocess.Popen([sys.executable, str(HERE / "passthrough.py"), str(port),
-                                       f"http://127.0.0.1:{up}", client]))
+class Target:
+    """One server under test: its URL, its processes (CPU is summed over them and their
+    children) and the API key it wants."""
+
+    def __init__(self, name: str, port: int, procs: list[subprocess.Popen[bytes]],
+                 key: str = "") -> None:
+        self.name, self.port, self.procs, self.key = name, port, procs, key
+        self.url = f"http://127.0.0.1:{port}"
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
+
+def start_servers(tmp: Path, workers: int) -> list[Target]:
+    """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
+    with its default governance (injection screen, PII log, audit) and with governance
+    off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
+    gateways as that many processes on one port (SO_REUSEPORT), as a multi-core
+    deployment runs them."""
+    up = free_port()
+    upstream = f"http://127.0.0.1:{up}"
+    targets = [Target("upstream", up, [
+        subprocess.Popen([sys.executable, str(HERE / "mock_upstream.py"), str(up)])])]
+
+    def passthrough(name: str, client: str, n: int) -> None:
+        port = free_port()
+        targets.append(Target(name, port, [subprocess.Popen(
+            [sys.executable, str(HERE / "passthrough.py"), str(port), upstream, client]
+            + (["reuse"] if n > 1 else [])) for _ in range(n)]))
+
     from tokenplane.auth.keystore import KeyStore
 
-    keys: dict[str, str] = {}
-    lean_cfg = "governance: {enabled: false}\n"
-    for name, port, extra in (("gateway", gw, ""), ("gateway-lean", lean, lean_cfg)):
-        home = tmp / name  # a data dir each (each has its own journal writer w0)
+    def gateway(name: str, extra: str, n: int) -> None:
+        home = tmp / name  # a data dir each (each worker has its own journal writer)
         store = KeyStore(home / "meta.db")
-        keys[name], _ = store.create_key("bench", app="bench")
+        key, _ = store.create_key("bench", app="bench")
         store.close()
         cfg = tmp / f"{name}.yaml"
         cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra)
-        procs.append(subprocess.Popen(
+        port = free_port()
+        targets.append(Target(name, port, [subprocess.Popen(
             [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port",
-             str(port)], env={**os.environ, "TOKENPLANE_HOME": str(home)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    for port, p in zip((up, pt, pt1, gw, lean), procs, strict=True):
-        wait_port(port, p)
-    urls = {"upstream": f"http://127.0.0.1:{up}", "passthrough": f"http://127.0.0.1:{pt}",
-            "passthrough-h1": f"http://127.0.0.1:{pt1}",
-            "gateway": f"http://127.0.0.1:{gw}", "gateway-lean": f"http://127.0.0.1:{lean}"}
-    return urls, procs, keys
+             str(port), "--workers", str(n)], env={**os.environ, "TOKENPLANE_HOME": str(home)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)], key))
+
+    lean_cfg = "governance: {enabled: false}\n"
+    passthrough("passthrough", "aiohttp", 1)
+    passthrough("passthrough-h1", "h1", 1)
+    gateway("gateway", "", 1)
+    gateway("gateway-lean", lean_cfg, 1)
+    if workers > 1:
+        passthrough(f"passthrough-x{workers}", "aiohttp", workers)
+        gateway(f"gateway-x{workers}", "", workers)
+        gateway(f"gateway-lean-x{workers}", lean_cfg, workers)
+    for t in targets:
+        wait_port(t.port, t.procs[0])
+    return targets
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
@@ -134,7 +177,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: di
 
 
 async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
-                   pid: int) -> dict[str, Any]:
+                   cpu: Callable[[], float]) -> dict[str, Any]:
     make = bodies(stream)
     headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
     lat: list[float] = []
@@ -151,16 +194,16 @@ async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
                 ttfts.append(ttft)
 
         t0 = time.perf_counter()
-        cpu0 = cpu_seconds(pid)
+        cpu0 = cpu()
         await asyncio.gather(*(worker() for _ in range(conc)))
-        cpu = cpu_seconds(pid) - cpu0
+        used = cpu() - cpu0
         elapsed = time.perf_counter() - t0
     lat.sort()
     ttfts.sort()
     return {"rps": len(lat) / elapsed, "p50_ms": 1e3 * lat[len(lat) // 2],
             "p99_ms": 1e3 * lat[int(len(lat) * 0.99)], "ttft_p50_ms": 1e3 * ttfts[len(ttfts) // 2],
             "ttft_p99_ms": 1e3 * ttfts[int(len(ttfts) * 0.99)], "n": len(lat),
-            "server_cpu_ms_per_request": 1e3 * cpu / max(1, len(lat))}
+            "server_cpu_ms_per_request": 1e3 * used / max(1, len(lat))}
 
 
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
@@ -169,17 +212,17 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        urls, procs, keys = start_servers(Path(tmp))
+        targets = start_servers(Path(tmp), args.workers)
+        procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
             for _ in range(args.rounds):
                 for stream in (False, True):
                     for conc in (1, 32):
-                        for (name, url), proc in zip(urls.items(), procs, strict=True):
-                            k = f"{'stream' if stream else 'nonstream'}/c{conc}/{name}"
-                            res = await run_load(url, keys.get(name, ""), stream, conc,
-                                               args.seconds,
-                                               proc.pid)
+                        for t in targets:
+                            k = f"{'stream' if stream else 'nonstream'}/c{conc}/{t.name}"
+                            res = await run_load(t.url, t.key, stream, conc, args.seconds,
+                                                 t.cpu)
                             raw.setdefault(k, []).append(res)
         finally:
             for p in procs:
@@ -204,7 +247,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     "throughput_gateway_over_passthrough_h1": round(g["rps"] / p1["rps"], 3),
                     "added_p50_ms_over_passthrough_h1": round(g["p50_ms"] - p1["p50_ms"], 3),
                 }
+            if args.workers > 1:  # every process count against the same machine
+                px = results[f"{mode}/c{conc}/passthrough-x{args.workers}"]
+                for gname in ("gateway", "gateway-lean"):
+                    g = results[f"{mode}/c{conc}/{gname}-x{args.workers}"]
+                    ratios[f"{mode}/c{conc}/{gname}-x{args.workers}"] = {
+                        "throughput_over_passthrough": round(g["rps"] / base["rps"], 3),
+                        "throughput_over_passthrough_x": round(g["rps"] / px["rps"], 3),
+                        "added_p50_ms_over_passthrough_x": round(g["p50_ms"] - px["p50_ms"], 3),
+                    }
     return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
+            "workers": args.workers,
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
 
 
@@ -213,6 +266,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--workers", type=int, default=1,
+                    help="also run the pass-through and the gateways as N processes")
     args = ap.parse_args()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
         out = r.run(main_async(args))

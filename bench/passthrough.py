@@ -1,10 +1,11 @@
 """The baseline: a minimal pass-through proxy (aiohttp server + uvloop, pooled client).
 
 It forwards the body as it is and relays the upstream's bytes; no auth, no parsing,
-no metering. ``python bench/passthrough.py PORT UPSTREAM_URL [aiohttp|h1]``: the
+no metering. ``python bench/passthrough.py PORT UPSTREAM_URL [aiohttp|h1] [reuse]``: the
 client is aiohttp's ``ClientSession`` (what a Python proxy is usually written with;
 the issue's baseline) or the gateway's own HTTP/1.1 client (``tokenplane.upstream.h1``,
-to show what the gateway costs over the same transport).
+to show what the gateway costs over the same transport). ``reuse`` binds with
+SO_REUSEPORT, so several processes can share the port.
 """
 
 from __future__ import annotations
@@ -89,4 +90,4 @@ def build(upstream: str, client: str = "aiohttp") -> web.Application:
 if __name__ == "__main__":
     web.run_app(build(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "aiohttp"),
                 host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None,
-                loop=uvloop.new_event_loop())
+                reuse_port="reuse" in sys.argv[4:], loop=uvloop.new_event_loop())
