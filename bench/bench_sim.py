@@ -138,8 +138,8 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
     loads = (
         [7.0, 9.0, 11.0, 13.0]
         if quick
-        else [6.0, 7.0, 7.5, 8.0, 9.0, 10.0, 10.5, 11.0, 11.5, 12.0]
-    )
+        else [6.0, 7.0, 7.5, 8.0, 9.0, 10.0, 10.5, 11.0, 11.5, 12.0, 12.5, 13.0]
+    )  # up to 13x so that every knee is bracketed by the sweep
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
     log(f"azure: slice {duration} s, loads {loads}")
@@ -177,7 +177,7 @@ def azure_h100(quick: bool) -> dict[str, Any]:
     seconds of work), bisected, and the TTFT probe at 85% of round-robin's."""
     profile = "llama3-8b-h100"
     duration: float | None = 900.0 if quick else None
-    loads = [10.0, 15.0, 20.0, 25.0, 30.0, 36.0, 42.0] if not quick else [15.0, 25.0, 40.0]
+    loads = [10.0, 15.0, 20.0, 25.0, 30.0, 36.0, 42.0, 48.0] if not quick else [15.0, 25.0, 40.0]
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
     pols = ["round-robin", "tokenplane"]
