@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tokenplane.upstream.h1 import H1ConnectError, H1Error, H1Pool, Origin
+from tokenplane.upstream.h1 import H1ConnectError, H1Connection, H1Error, H1Pool, Origin
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -38,6 +39,17 @@ async def _raw_server(answer: Callable[[asyncio.StreamReader, asyncio.StreamWrit
                                        Awaitable[None]]) -> tuple[asyncio.Server, int]:
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     return server, int(server.sockets[0].getsockname()[1])
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Lets the loop run until ``cond()`` holds (fails after ``timeout`` seconds)."""
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0)
+
+
+def _closed(conn: H1Connection) -> bool:
+    return conn.transport is not None and conn.transport.is_closing()
 
 
 async def _read_request(reader: asyncio.StreamReader) -> bytes:
@@ -125,7 +137,7 @@ async def test_large_stream_with_back_pressure_loses_nothing() -> None:
     try:
         conn = await pool.request("POST", "/", {}, b"")
         await conn.head()
-        await asyncio.sleep(0.2)  # let the socket fill while nobody reads
+        await _until(lambda: conn._paused)  # nobody reads: the buffer fills and reading stops
         got = bytearray()
         while chunk := await conn.read_some():
             got += chunk
@@ -144,7 +156,7 @@ async def test_abort_mid_stream_is_seen_by_the_server() -> None:
         try:
             while True:
                 await resp.write(b"data: x\n\n")
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0)
         except (ConnectionResetError, asyncio.CancelledError):
             left.set()
             raise
@@ -198,7 +210,7 @@ async def test_idle_connection_closed_by_the_server_is_not_reused() -> None:
             conn = await pool.request("POST", "/", {}, b"")
             assert await conn.read_all() == b"ok"
             pool.release(conn)
-            await asyncio.sleep(0.4)  # the server's keep-alive ends meanwhile
+            await _until(functools.partial(_closed, conn))  # the server's keep-alive ended
         assert pool.opened == 2
     finally:
         pool.close()
