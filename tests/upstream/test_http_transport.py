@@ -25,7 +25,7 @@ async def _answer(request: web.Request) -> web.StreamResponse:
 def _req(stream: bool) -> UpstreamRequest:
     return UpstreamRequest("/v1/chat/completions", b'{"stream": %s}' % (b"true" if stream else
                                                                           b"false"),
-                           stream, TimeoutConfig())
+                           stream, TimeoutConfig.model_validate({}))
 
 
 async def _drain(resp: UpstreamResponse) -> bytes:
