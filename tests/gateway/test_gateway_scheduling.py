@@ -10,9 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from tests.gateway.harness import GatewayThread
 from tests.gateway.test_routing_cluster import wait_for
+from tokenplane.config.schema import GatewayConfig
 
 ALIAS = "slow"
 
@@ -126,3 +128,20 @@ def test_interactive_is_released_before_batch(tmp_path: Path) -> None:
         assert 'tokenplane_scheduler_queue_length{slo_class="batch"} 0.0' in text
     finally:
         gw.stop()
+
+
+def test_late_deferral_is_configurable(tmp_path: Path) -> None:
+    cfg = _config(600)
+    cfg["scheduling"]["late_defer_s"] = 0
+    gw = GatewayThread(cfg, tmp_path).start()
+    try:
+        routing = gw.gateway.routing
+        assert routing is not None and routing.hub is not None
+        assert routing.hub.scheduler((ALIAS, "")).late_defer_s == 0
+    finally:
+        gw.stop()
+    bad = _config(600)
+    bad["scheduling"]["late_defer_s"] = -1
+    with pytest.raises(ValidationError, match="late_defer_s"):
+        GatewayConfig.model_validate(bad)
+    assert GatewayConfig.model_validate(_config(600)).scheduling.late_defer_s == 30.0

@@ -76,6 +76,9 @@ class SchedulingConfig(_Strict):
     kv_limit: float = Field(0.92, gt=0, le=1)
     tick_s: float = Field(0.1, gt=0)
     tenant_weights: dict[str, float] = Field(default_factory=dict)
+    # a request already past its class's TTFT target yields once, by this many seconds
+    # of aging, to requests that can still meet theirs; 0 turns it off
+    late_defer_s: float = Field(30.0, ge=0)
 
     @model_validator(mode="after")
     def _known_classes(self) -> SchedulingConfig:

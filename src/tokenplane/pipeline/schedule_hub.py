@@ -79,7 +79,8 @@ class SchedulerHub:
         s = self.queues.get(q)
         if s is None:
             vtc = VirtualTokenCounter(self.cfg.tenant_weights)
-            s = GatewayScheduler(self.router.profiles[q[0]], gate=self.gate, vtc=vtc)
+            s = GatewayScheduler(self.router.profiles[q[0]], gate=self.gate, vtc=vtc,
+                                 late_defer_s=self.cfg.late_defer_s)
             self.queues[q] = s
         return s
 
