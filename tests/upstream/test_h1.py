@@ -147,6 +147,25 @@ async def test_large_stream_with_back_pressure_loses_nothing() -> None:
         await runner.cleanup()
 
 
+async def test_whole_body_above_the_pause_threshold() -> None:
+    """A non-stream answer bigger than the back-pressure threshold (a large embeddings
+    batch) is read whole: reading must not stay paused while nobody drains chunks."""
+    payload = b"x" * (3 << 20)
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=payload)
+
+    runner, port = await _serve(big)
+    pool = H1Pool(f"http://127.0.0.1:{port}")
+    try:
+        conn = await pool.request("POST", "/", {}, b"")
+        await conn.head()
+        assert await asyncio.wait_for(conn.read_all(), 10) == payload
+    finally:
+        pool.close()
+        await runner.cleanup()
+
+
 async def test_abort_mid_stream_is_seen_by_the_server() -> None:
     left = asyncio.Event()
 

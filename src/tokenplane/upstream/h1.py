@@ -79,6 +79,7 @@ class H1Connection(asyncio.Protocol):
         self.keep_alive = False
         self.error: BaseException | None = None
         self.received = False
+        self._whole = False  # read_all: the body is wanted at once, never pause
 
     # -- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -133,7 +134,8 @@ class H1Connection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         self._chunks.append(body)
         self._buffered += len(body)
-        if self._buffered >= _PAUSE_AT and not self._paused and self.transport is not None:
+        if (self._buffered >= _PAUSE_AT and not self._paused and not self._whole
+                and self.transport is not None):
             self._paused = True
             self.transport.pause_reading()
         self._wake()
@@ -177,6 +179,8 @@ class H1Connection(asyncio.Protocol):
         return self.status, self.headers
 
     async def read_all(self) -> bytes:
+        self._whole = True
+        self._resume()
         while not self.complete:
             if self.error is not None:
                 raise self.error
@@ -197,10 +201,13 @@ class H1Connection(asyncio.Protocol):
         data = b"".join(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
         self._chunks.clear()
         self._buffered = 0
+        self._resume()
+        return data
+
+    def _resume(self) -> None:
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        return data
 
     @property
     def reusable(self) -> bool:
