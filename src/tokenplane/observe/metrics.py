@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tokenplane.auth.principal import Principal
+from tokenplane.observe.cells import CounterCells, HistogramCells
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TPOT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1)
@@ -41,32 +42,30 @@ class GatewayMetrics:
         pl = list(self.principal_labels)
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.requests = Counter(
+        # the request path's series: lock-free cells (observe/cells.py)
+        self.requests = CounterCells(
             "tokenplane_requests", "Requests by model alias, operation and outcome.",
-            ["model", "operation", "status", "code", *pl], registry=r,
+            ["model", "operation", "status", "code", *pl], r,
         )
-        self.tokens = Counter(
+        self.tokens = CounterCells(
             "tokenplane_tokens", "Tokens by model alias and kind (input sources, cached, "
-            "output, reasoning).", ["model", "kind", *pl], registry=r,
+            "output, reasoning).", ["model", "kind", *pl], r,
         )
-        self.cost = Counter(
+        self.cost = CounterCells(
             "tokenplane_cost_micros", "Cost in micro-units of the model's currency, as "
-            "priced into the ledger.", ["model", "currency", *pl], registry=r,
+            "priced into the ledger.", ["model", "currency", *pl], r,
         )
-        self.ttft = Histogram(
+        self.ttft = HistogramCells(
             "tokenplane_time_to_first_token_seconds", "Time to first token "
-            "(gen_ai.server.time_to_first_token).", ["model"], buckets=LATENCY_BUCKETS,
-            registry=r,
+            "(gen_ai.server.time_to_first_token).", ["model"], LATENCY_BUCKETS, r,
         )
-        self.tpot = Histogram(
+        self.tpot = HistogramCells(
             "tokenplane_time_per_output_token_seconds", "Time per output token after the "
-            "first (gen_ai.server.time_per_output_token).", ["model"], buckets=TPOT_BUCKETS,
-            registry=r,
+            "first (gen_ai.server.time_per_output_token).", ["model"], TPOT_BUCKETS, r,
         )
-        self.e2e = Histogram(
+        self.e2e = HistogramCells(
             "tokenplane_request_duration_seconds", "End-to-end request latency "
-            "(gen_ai.server.request.duration).", ["model", "operation"],
-            buckets=LATENCY_BUCKETS, registry=r,
+            "(gen_ai.server.request.duration).", ["model", "operation"], LATENCY_BUCKETS, r,
         )
         self.unauthenticated = Counter(
             "tokenplane_unauthenticated_requests", "Requests refused for a missing or "
@@ -111,10 +110,10 @@ class GatewayMetrics:
             "tokenplane_scheduler_queue_length", "Requests waiting at the gateway, by SLO "
             "class.", ["slo_class"], registry=r,
         )
-        self.sched_wait = Histogram(
+        self.sched_wait = HistogramCells(
             "tokenplane_scheduler_wait_seconds", "Time a request waited at the gateway "
             "before release to a replica, by SLO class.", ["slo_class"],
-            buckets=(0.0005, *LATENCY_BUCKETS), registry=r,
+            (0.0005, *LATENCY_BUCKETS), r,
         )
         self.sched_shed = Counter(
             "tokenplane_scheduler_shed", "Requests shed (503 with retry-after), by SLO class.",

@@ -1,16 +1,14 @@
-"""The Prometheus series one kind of finished request updates, looked up once.
+"""The metric cells one kind of finished request updates, looked up once.
 
-prometheus_client's ``labels()`` converts, validates and locks on every call; the
-meter finisher would call it six or more times per request. :class:`SeriesBook` keeps,
-per (alias, operation, status, http status, principal labels), the children that
-request updates, each created the first time it is needed (so a series appears in
-the exposition exactly when it would with plain ``labels()`` calls).
+:class:`SeriesBook` keeps, per (alias, operation, status, http status, principal
+labels), the cells (observe/cells.py) that request updates, each created the first
+time it is needed (so a series appears in the exposition exactly when it would with
+plain ``labels()`` calls).
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
-
+from tokenplane.observe.cells import CounterCell, HistogramCell
 from tokenplane.observe.metrics import GatewayMetrics
 
 SeriesKey = tuple[str, str, str, int, tuple[str, ...]]
@@ -25,30 +23,30 @@ class RequestSeries:
     def __init__(self, m: GatewayMetrics, key: SeriesKey) -> None:
         alias, operation, status, code, labels = key
         self._m, self._alias, self._labels = m, alias, labels
-        self.requests: Counter = m.requests.labels(alias, operation, status, str(code), *labels)
-        self.e2e: Histogram = m.e2e.labels(alias, operation)
-        self._ttft: Histogram | None = None
-        self._tpot: Histogram | None = None
-        self._tokens: dict[str, Counter] = {}
-        self._cost: dict[str, Counter] = {}
+        self.requests: CounterCell = m.requests.labels(alias, operation, status, str(code), *labels)
+        self.e2e: HistogramCell = m.e2e.labels(alias, operation)
+        self._ttft: HistogramCell | None = None
+        self._tpot: HistogramCell | None = None
+        self._tokens: dict[str, CounterCell] = {}
+        self._cost: dict[str, CounterCell] = {}
 
-    def ttft(self) -> Histogram:
+    def ttft(self) -> HistogramCell:
         if self._ttft is None:
             self._ttft = self._m.ttft.labels(self._alias)
         return self._ttft
 
-    def tpot(self) -> Histogram:
+    def tpot(self) -> HistogramCell:
         if self._tpot is None:
             self._tpot = self._m.tpot.labels(self._alias)
         return self._tpot
 
-    def tokens(self, kind: str) -> Counter:
+    def tokens(self, kind: str) -> CounterCell:
         child = self._tokens.get(kind)
         if child is None:
             child = self._tokens[kind] = self._m.tokens.labels(self._alias, kind, *self._labels)
         return child
 
-    def cost(self, currency: str) -> Counter:
+    def cost(self, currency: str) -> CounterCell:
         child = self._cost.get(currency)
         if child is None:
             child = self._cost[currency] = self._m.cost.labels(self._alias, currency,

@@ -1,0 +1,118 @@
+"""CPU per pipeline stage for a typical chat request, in process (no HTTP).
+
+Builds the gateway from a config like bench_gateway's (the default governance, and
+governance off), runs every stage before the upstream call on a short two-message chat
+(a repeated system prompt, a different user turn each time), then the finishers on a
+completed answer. Prints JSON: microseconds per call for each stage / finisher, median
+over rounds. Times are wall clock for the stages (they never wait) and the main
+thread's CPU for the finishers (the meter's waits for the journal are not counted).
+
+    python bench/bench_stages.py [--requests 3000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+import yaml
+
+from tokenplane.app import build_gateway
+from tokenplane.auth.keystore import KeyStore
+from tokenplane.config.schema import GatewayConfig
+from tokenplane.pipeline.context import RequestContext
+
+CONFIG = """
+models:
+  - alias: m
+    tokenizer: cl100k_base
+    context_window: 8192
+    prices: {input: "0.10", output: "0.40"}
+    backends:
+      - {id: sim, type: sim, replicas: 2}
+tenants: [{name: bench}]
+"""
+ANSWER = {"id": "x", "object": "chat.completion", "model": "mock",
+          "choices": [{"index": 0, "finish_reason": "stop",
+                       "message": {"role": "assistant", "content": "Hello!"}}],
+          "usage": {"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}}
+
+
+def body(n: int) -> bytes:
+    return orjson.dumps({"model": "m", "max_tokens": 64, "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": f"Say hello in one word please. ({n})"}]})
+
+
+async def one_variant(home: Path, governance: bool, requests: int,
+                      rounds: int) -> dict[str, float]:
+    raw: dict[str, Any] = yaml.safe_load(CONFIG)
+    raw["data_dir"] = str(home)
+    if not governance:
+        raw["governance"] = {"enabled": False}
+    store = KeyStore(home / "meta.db")
+    key, _ = store.create_key("bench", app="bench")
+    store.close()
+    gw = build_gateway(GatewayConfig.model_validate(raw))
+    await gw.start()
+    headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    p = gw.pipeline
+    per: dict[str, list[float]] = defaultdict(list)
+    n = 0
+    try:
+        for _ in range(rounds):
+            acc: dict[str, int] = defaultdict(int)
+            for _ in range(requests):
+                n += 1
+                ctx = RequestContext(f"r{n}", "/v1/chat/completions", "chat", body(n), headers)
+                for stage in p.stages:
+                    t = time.perf_counter_ns()
+                    await stage.run(ctx)
+                    acc[type(stage).__name__] += time.perf_counter_ns() - t
+                now = time.time()
+                ctx.upstream_start = ctx.first_token = ctx.last_token = now
+                ctx.usage = ANSWER["usage"]  # type: ignore[assignment]
+                ctx.response_model = "mock"
+                if ctx.endpoint is not None:
+                    ctx.endpoint.in_flight -= 1
+                for fin in p.finishers:
+                    t = time.thread_time_ns()
+                    await fin.finish(ctx)
+                    acc["finish:" + type(fin).__name__] += time.thread_time_ns() - t
+            for k, v in acc.items():
+                per[k].append(v / requests / 1e3)
+    finally:
+        await gw.close()
+    out = {k: round(statistics.median(v), 2) for k, v in per.items()}
+    out["total"] = round(sum(out.values()), 2)
+    return out
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    for name, gov in (("gateway-lean", False), ("gateway", True)):
+        with tempfile.TemporaryDirectory() as tmp:
+            res[name] = await one_variant(Path(tmp), gov, args.requests, args.rounds)
+    return {"bench": "pipeline_stages", "unit": "us per request", "results": res}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+        out = r.run(main_async(args))
+    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+
+
+if __name__ == "__main__":
+    main()
