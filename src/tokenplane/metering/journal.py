@@ -88,9 +88,11 @@ class Journal:
         self._closed = False
         self._gate = threading.Lock()
         # appends made in one turn of the event loop reach the writer thread as one
-        # item: one queue put and one thread wake-up per turn, not per event
+        # item: one queue put and one thread wake-up per turn, not per event; and
+        # none while the writer is busy (it takes what queued when it is done)
         self._batch: list[_Waiter] = []
         self._handoff_loop: asyncio.AbstractEventLoop | None = None
+        self._busy = False  # the writer has a batch in hand (guarded by the gate)
         self.appended = 0
         self.committed = 0
         self.syncs = 0
@@ -119,7 +121,9 @@ class Journal:
                 raise JournalClosed("journal is not open")
             self.appended += 1
             self._batch.append((event, fut))
-            if self._handoff_loop is None:
+            if self._busy:
+                pass  # the writer takes it after its current commit
+            elif self._handoff_loop is None:
                 self._handoff_loop = loop
                 loop.call_soon(self._hand_off)
             elif self._handoff_loop is not loop:  # another loop: hand off at once
@@ -133,9 +137,18 @@ class Journal:
     def _put_batch(self) -> None:
         """Caller holds the gate."""
         self._handoff_loop = None
-        if self._batch:
+        if self._batch and not self._busy:
             batch, self._batch = self._batch, []
+            self._busy = True
             self._queue.put(batch)
+
+    def _take_more(self) -> list[_Waiter]:
+        """Writer thread, after a commit: what queued meanwhile, or nothing (then the
+        writer is idle again and the next append wakes it)."""
+        with self._gate:
+            batch, self._batch = self._batch, []
+            self._busy = bool(batch)
+            return batch
 
     def close(self) -> None:
         """Commit everything queued, stop the writer thread, release the lock."""
@@ -186,8 +199,9 @@ class Journal:
                     stop = True
                 else:
                     batch.extend(item)  # type: ignore[arg-type]
-            if batch:
+            while batch:
                 self._commit(batch)
+                batch = self._take_more()
 
     def _commit(self, batch: list[_Waiter]) -> None:
         good: list[_Waiter] = []
