@@ -4,8 +4,8 @@ Builds the gateway from a config like bench_gateway's (the default governance, a
 governance off), runs every stage before the upstream call on a short two-message chat
 (a repeated system prompt, a different user turn each time), then the finishers on a
 completed answer. Prints JSON: microseconds per call for each stage / finisher, median
-over rounds. Times are wall clock for the stages (they never wait) and the main
-thread's CPU for the finishers (the meter's waits for the journal are not counted).
+over rounds. Each time is the wall clock of the coroutine's own steps: while it waits
+(the meter, for the journal's fsync) nothing is counted.
 
     python bench/bench_stages.py [--requests 3000] [--rounds 5]
 """
@@ -17,7 +17,9 @@ import asyncio
 import statistics
 import tempfile
 import time
+import types
 from collections import defaultdict
+from collections.abc import Coroutine, Generator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,22 @@ ANSWER = {"id": "x", "object": "chat.completion", "model": "mock",
           "choices": [{"index": 0, "finish_reason": "stop",
                        "message": {"role": "assistant", "content": "Hello!"}}],
           "usage": {"prompt_tokens": 30, "completion_tokens": 3, "total_tokens": 33}}
+
+
+@types.coroutine
+def own_time(coro: Coroutine[Any, Any, None], acc: dict[str, int],
+             key: str) -> Generator[Any, Any, None]:
+    """Runs ``coro``, adding the time of its own steps (not its waits) to ``acc[key]``."""
+    sent: Any = None
+    while True:
+        t = time.perf_counter_ns()
+        try:
+            out = coro.send(sent)
+        except StopIteration:
+            acc[key] += time.perf_counter_ns() - t
+            return
+        acc[key] += time.perf_counter_ns() - t
+        sent = yield out
 
 
 def body(n: int) -> bytes:
@@ -74,9 +92,7 @@ async def one_variant(home: Path, governance: bool, requests: int,
                 n += 1
                 ctx = RequestContext(f"r{n}", "/v1/chat/completions", "chat", body(n), headers)
                 for stage in p.stages:
-                    t = time.perf_counter_ns()
-                    await stage.run(ctx)
-                    acc[type(stage).__name__] += time.perf_counter_ns() - t
+                    await own_time(stage.run(ctx), acc, type(stage).__name__)
                 now = time.time()
                 ctx.upstream_start = ctx.first_token = ctx.last_token = now
                 ctx.usage = ANSWER["usage"]  # type: ignore[assignment]
@@ -84,9 +100,7 @@ async def one_variant(home: Path, governance: bool, requests: int,
                 if ctx.endpoint is not None:
                     ctx.endpoint.in_flight -= 1
                 for fin in p.finishers:
-                    t = time.thread_time_ns()
-                    await fin.finish(ctx)
-                    acc["finish:" + type(fin).__name__] += time.thread_time_ns() - t
+                    await own_time(fin.finish(ctx), acc, "finish:" + type(fin).__name__)
             for k, v in acc.items():
                 per[k].append(v / requests / 1e3)
     finally:
