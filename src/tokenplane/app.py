@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
-from tokenplane.api.http import OpenAIRoutes, RequestIds, envelope_middleware
+from tokenplane.api.http import OPENAI_ROUTES, OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.auth.keystore import KeyStore
 from tokenplane.auth.meta_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.config.prices import price_book
@@ -194,13 +194,16 @@ def track_learning(gw: Gateway) -> None:
 
 def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Application:
     gw = build_gateway(config, worker_id)
+    ids = RequestIds()
     app = web.Application(
-        middlewares=[envelope_middleware(RequestIds())],
+        middlewares=[envelope_middleware(ids)],
         client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw
-    OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
-                 config.server.max_body_bytes).install(app)
+    routes = OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
+                          config.server.max_body_bytes, new_id=ids)
+    routes.install(app)
+    app[OPENAI_ROUTES] = routes  # the HTTP/1.1 front serves the inference routes with it
     directory = open_directory(gw.keys)
     assert gw.admission is not None
     AdminRoutes(gw.keys, directory, gw.admission).install(app)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from tokenplane.api.front_server import GatewayServer
 from tokenplane.app import GATEWAY_KEY, Gateway, build_app
 from tokenplane.config.loader import validate_config
 
@@ -35,7 +36,7 @@ class GatewayThread:
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
+        self.server: GatewayServer | None = None
         self.app: web.Application | None = None
 
     @property
@@ -53,11 +54,10 @@ class GatewayThread:
     def start(self) -> GatewayThread:
         self._thread.start()
 
-        async def up() -> None:
+        async def up() -> None:  # the same stack as ``tokenplane serve``
             self.app = build_app(self.config)
-            self._runner = web.AppRunner(self.app, handle_signals=False)
-            await self._runner.setup()
-            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+            self.server = GatewayServer(self.app, "127.0.0.1", self.port)
+            await self.server.start()
 
         self.call(up())
         return self
@@ -67,9 +67,9 @@ class GatewayThread:
         return key
 
     def stop(self) -> None:
-        if self._runner is not None:
-            self.call(self._runner.cleanup())
-            self._runner = None
+        if self.server is not None:
+            self.call(self.server.stop())
+            self.server = None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()

@@ -2,6 +2,8 @@
 
 The handlers are thin: build the request context, run the pipeline, write the reply.
 Every response carries ``x-request-id``. No client mistake yields a 500 or a trace.
+:meth:`OpenAIRoutes.run` and the header builders below are shared with the fast
+HTTP/1.1 front (``api/front_*.py``), which serves the inference routes in ``serve``.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -46,6 +48,41 @@ def error_response(err: ApiError, request_id: str) -> web.Response:
     return web.Response(status=err.status, body=err.body(), content_type=JSON, headers=headers)
 
 
+def error_headers(err: ApiError, request_id: str) -> dict[str, str]:
+    """The headers of :func:`error_response`, for writers other than aiohttp."""
+    return {"x-request-id": request_id, **err.headers, "content-type": JSON}
+
+
+def reply_headers(reply: Reply, request_id: str) -> dict[str, str]:
+    """The headers of a whole (non-stream) answer."""
+    headers = {"x-request-id": request_id, **reply.headers}
+    headers.setdefault("content-type", JSON)
+    return headers
+
+
+def stream_headers(reply: Reply, request_id: str) -> dict[str, str]:
+    """The headers of a streamed (SSE) answer."""
+    return {**reply.headers, "content-type": "text/event-stream", "cache-control": "no-cache",
+            "x-request-id": request_id}
+
+
+def too_large(length: int | None = None, limit: int = 0) -> ApiError:
+    """413: with the announced ``Content-Length`` and the limit when known."""
+    if length is None:
+        return ApiError(413, "The request body is too large.", code="request_too_large")
+    return ApiError(413, f"The request body is too large: {length} bytes; the limit is "
+                    f"{limit}.", code="request_too_large")
+
+
+def not_allowed(method: str, path: str) -> ApiError:
+    return ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
+
+
+def internal_error() -> ApiError:
+    return ApiError(500, "The server had an error processing your request.",
+                    code="internal_error")
+
+
 def envelope_middleware(new_id: Callable[[], str]) -> Any:
     """Gives every request an id and turns every failure into OpenAI's envelope."""
 
@@ -67,18 +104,15 @@ async def _enveloped(request: web.Request, handler: Handler, rid: str) -> web.St
         if exc.status == 404:
             return error_response(not_found(request.path), rid)
         if exc.status == 405:
-            return error_response(ApiError(405, f"Method {request.method} is not allowed on "
-                                           f"{request.path}.", code="method_not_allowed"), rid)
+            return error_response(not_allowed(request.method, request.path), rid)
         if exc.status == 413:
-            return error_response(ApiError(413, "The request body is too large.",
-                                           code="request_too_large"), rid)
+            return error_response(too_large(), rid)
         if exc.status < 400:
             raise
         return error_response(ApiError(exc.status, exc.reason, code="http_error"), rid)
     except Exception:
         log.exception("internal error on %s %s (%s)", request.method, request.path, rid)
-        return error_response(ApiError(500, "The server had an error processing your request.",
-                                       code="internal_error"), rid)
+        return error_response(internal_error(), rid)
     if not resp.prepared:
         resp.headers["x-request-id"] = rid
     return resp
@@ -92,12 +126,14 @@ class OpenAIRoutes:
         metrics: GatewayMetrics,
         models_for: Callable[[str], list[str]],
         max_body: int,
+        new_id: Callable[[], str] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.keys = keys
         self.metrics = metrics
         self.models_for = models_for
         self.max_body = max_body
+        self.new_id = new_id or RequestIds()  # the middleware's, so ids never repeat
 
     def install(self, app: web.Application) -> None:
         for path in OPERATIONS:
@@ -108,32 +144,32 @@ class OpenAIRoutes:
 
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
-            raise ApiError(413, f"The request body is too large: {request.content_length} "
-                           f"bytes; the limit is {self.max_body}.", code="request_too_large")
+            raise too_large(request.content_length, self.max_body)
         return await request.read()
 
-    async def inference(self, request: web.Request) -> web.StreamResponse:
-        rid: str = request[REQUEST_ID]
-        raw = await self._body(request)
-        ctx = RequestContext(rid, request.path, OPERATIONS[request.path], raw, request.headers)
+    async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+        """One inference request (``path`` one of OPERATIONS): the whole body, the request
+        headers (looked up by lower-case name). Returns the reply or raises ApiError."""
+        ctx = RequestContext(rid, path, OPERATIONS[path], raw, headers)
         try:
-            reply = await self.pipeline.handle(ctx)
+            return await self.pipeline.handle(ctx)
         except ApiError as err:
             if err.status == 401:
                 self.metrics.unauthenticated.inc()
             raise
+
+    async def inference(self, request: web.Request) -> web.StreamResponse:
+        rid: str = request[REQUEST_ID]
+        raw = await self._body(request)
+        reply = await self.run(rid, request.path, raw, request.headers)
         if reply.stream is None:
-            headers = {"x-request-id": rid, **reply.headers}
-            headers.setdefault("content-type", JSON)
-            return web.Response(status=reply.status, body=reply.body, headers=headers)
+            return web.Response(status=reply.status, body=reply.body,
+                                headers=reply_headers(reply, rid))
         return await self._stream(request, rid, reply)
 
     async def _stream(self, request: web.Request, rid: str, reply: Reply) -> web.StreamResponse:
         assert reply.stream is not None
-        resp = web.StreamResponse(status=reply.status, headers={
-            **reply.headers, "content-type": "text/event-stream", "cache-control": "no-cache",
-            "x-request-id": rid,
-        })
+        resp = web.StreamResponse(status=reply.status, headers=stream_headers(reply, rid))
         stream = reply.stream
         try:
             await resp.prepare(request)
@@ -162,3 +198,6 @@ class OpenAIRoutes:
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=JSON)
+
+
+OPENAI_ROUTES: web.AppKey[OpenAIRoutes] = web.AppKey("openai_routes", OpenAIRoutes)

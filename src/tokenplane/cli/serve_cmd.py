@@ -9,14 +9,18 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tokenplane.config.loader import ConfigError, load_config
 from tokenplane.config.schema import GatewayConfig
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
@@ -55,17 +59,43 @@ messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
 
 def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int) -> None:
     import uvloop
-    from aiohttp import web
 
     from tokenplane.app import build_app
 
+    # a stop asked for while the worker starts (its siblings may already serve) is
+    # kept and honoured once it is up, rather than killing it half-started
+    early = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: early.set())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = load_config(cfg_path)
     app = build_app(cfg, worker_id=f"w{index}")
     settle_heap()
-    web.run_app(app, host=host, port=port, reuse_port=workers > 1, loop=uvloop.new_event_loop(),
-                print=None if index else _banner(host, port, workers), access_log=None,
-                shutdown_timeout=30)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve(app, host, port, workers,
+                          None if index else _banner(host, port, workers), early))
+
+
+async def _serve(app: web.Application, host: str, port: int, workers: int,
+                 banner: Callable[[str], None] | None, early: threading.Event) -> None:
+    """The HTTP/1.1 front on host:port, the aiohttp application behind it, until SIGINT
+    or SIGTERM; then a graceful stop (requests in flight get up to 30 s)."""
+    from tokenplane.api.front_server import GatewayServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if early.is_set():
+        stop.set()
+    server = GatewayServer(app, host, port, reuse_port=workers > 1, shutdown_timeout=30)
+    await server.start()
+    try:
+        if banner is not None and not stop.is_set():
+            banner("")
+        await stop.wait()
+    finally:
+        await server.stop()
 
 
 def settle_heap() -> None:

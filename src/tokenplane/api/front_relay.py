@@ -1,0 +1,75 @@
+"""The HTTP/1.1 front's way to every route it does not serve itself.
+
+Such a request (models, metrics, health, admin, unknown paths) goes, as received, to
+the full aiohttp application listening on a loopback port, over the gateway's own
+HTTP/1.1 client (``upstream/h1.py``); the answer's status, headers and body come back
+(the body streamed when it comes in pieces). These routes are rare, so this path is
+kept simple rather than fast. HEAD is asked as GET and answered with the head only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tokenplane.api.errors import ApiError
+from tokenplane.api.front_protocol import FrontConnection
+from tokenplane.api.front_wire import FrontRequest
+from tokenplane.api.http import error_headers
+from tokenplane.upstream.h1 import H1Connection, H1Error, H1Pool
+
+# hop-by-hop, or set by the client (host, framing) on each leg
+_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+                  "trailer", "upgrade", "host", "content-length", "expect"})
+
+
+class Relay:
+    def __init__(self, base_url: str, new_id: Callable[[], str]) -> None:
+        self.pool = H1Pool(base_url)
+        self.new_id = new_id
+
+    async def forward(self, conn: FrontConnection, req: FrontRequest) -> None:
+        headers: dict[str, str] = {}
+        for name, value in req.headers.items():
+            key = name.lower()
+            if key not in _HOP:
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        head_only = req.method == "HEAD"
+        up: H1Connection | None = None
+        streaming = False
+        try:
+            up = await self.pool.request("GET" if head_only else req.method, req.target,
+                                         headers, req.body)
+            status, got = await up.head()
+            out = {k: v for k, v in got.items() if k not in _HOP}
+            if head_only or "content-length" in got or status in (204, 304):
+                conn.respond(req, status, out, await up.read_all(), head_only=head_only)
+            else:
+                streaming = True
+                conn.start_stream(req, status, out)
+                while data := await up.read_some():
+                    conn.write_chunk(data)
+                    await conn.drain()
+                conn.end_stream()
+        except H1Error as exc:
+            if up is not None:
+                up.close()
+            if streaming:  # the head went out: end the connection under the broken body
+                req.keep_alive = False
+                return
+            err = ApiError(502, f"The gateway could not reach its own routes: {exc}",
+                           code="relay_failed")
+            rid = self.new_id()
+            conn.respond(req, err.status, error_headers(err, rid), err.body())
+            return
+        except ConnectionError:  # the client went away
+            if up is not None:
+                up.close()
+            return
+        except BaseException:
+            if up is not None:
+                up.close()
+            raise
+        self.pool.release(up)
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,74 @@
+"""The HTTP/1.1 front's requests as parsed, and the head of its answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Protocol
+
+from multidict import CIMultiDict
+
+from tokenplane.api.errors import ApiError
+
+if TYPE_CHECKING:
+    from tokenplane.api.front_protocol import FrontConnection
+
+_REASONS = {s.value: s.phrase for s in HTTPStatus}
+_FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+
+
+def bad_request(reason: str) -> ApiError:
+    return ApiError(400, f"Malformed HTTP request: {reason}", code="bad_http_request")
+
+
+def head_too_large(limit: int) -> ApiError:
+    return ApiError(431, f"The request line and headers exceed {limit} bytes.",
+                    code="headers_too_large")
+
+
+@dataclass(slots=True)
+class FrontRequest:
+    method: str
+    target: str  # as sent: path and query
+    path: str  # without the query
+    version: str  # "1.1" or "1.0"
+    headers: CIMultiDict[str]
+    body: bytes = b""
+    keep_alive: bool = True  # after the answer; the answer's head says so
+    error: ApiError | None = None  # the front refuses the request itself (400, 413)
+
+
+def blank_request() -> FrontRequest:
+    """A request refused before its head was read."""
+    return FrontRequest("", "", "", "1.1", CIMultiDict())
+
+
+class Server(Protocol):
+    """What a connection needs from the front that accepted it."""
+
+    max_body: int
+    keepalive_s: float
+    closing: bool
+
+    async def serve(self, conn: FrontConnection, req: FrontRequest) -> None: ...
+
+    def opened(self, conn: FrontConnection) -> None: ...
+
+    def closed(self, conn: FrontConnection) -> None: ...
+
+
+def head(req: FrontRequest, status: int, headers: Mapping[str, str], framing: str) -> bytes:
+    """Status line and headers; ``framing`` is the body's framing header line(s)."""
+    version = "1.0" if req.version == "1.0" else "1.1"
+    parts = [f"HTTP/{version} {status} {_REASONS.get(status, 'Unknown')}\r\n"]
+    for name, value in headers.items():
+        if name.lower() not in _FRAMING:
+            parts.append(f"{name}: {value}\r\n")
+    parts.append(framing)
+    if not req.keep_alive:
+        parts.append("connection: close\r\n")
+    elif version == "1.0":
+        parts.append("connection: keep-alive\r\n")
+    parts.append("\r\n")
+    return "".join(parts).encode()
