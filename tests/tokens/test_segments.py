@@ -65,3 +65,60 @@ def test_joint_shares_are_exact_and_non_negative(
     assert entry.total == tok.count("".join(parts))
     assert all(n >= 0 for n in entry.counts)
     assert len(entry.counts) == len(parts)
+
+
+def test_lookup_matches_measure_one_text_at_a_time(registry: TokenizerRegistry) -> None:
+    tok = registry.get("qwen:qwen2.5-72b-instruct")
+    batched, single = SegmentCache(), SegmentCache()
+    batches = [
+        ["a b", "人工智能", "a b", "", "人工智能", "naïve"],
+        ["a b", "new one", "新的", "新的", "x" * 50],
+        [],
+        ["new one", "a b"],
+    ]
+    for texts in batches:
+        counts, hits = batched.lookup(tok, texts)
+        expected = [single.measure(tok, (t,)) for t in texts]
+        assert counts == [e.total for e, _ in expected] == [tok.count(t) for t in texts]
+        assert hits == [hit for _, hit in expected]
+        assert (batched.hits, batched.misses, batched.evictions, batched.chars, len(batched)) == (
+            single.hits, single.misses, single.evictions, single.chars, len(single)
+        )
+    # lookup and measure share entries
+    assert batched.measure(tok, ("a b",))[1] and batched.count(tok, "a b") == tok.count("a b")
+    small = SegmentCache(max_entries=3, max_chars=40)
+    for texts in batches:
+        assert small.lookup(tok, texts)[0] == [tok.count(t) for t in texts]
+        assert len(small) <= 3 and (small.chars <= 40 or len(small) == 1)
+    assert small.evictions > 0
+
+
+def test_lookup_counts_new_texts_in_one_call() -> None:
+    class Counting:
+        name = "fake"
+
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def encode(self, text: str) -> list[int]:
+            return [0] * len(text.split())
+
+        def decode(self, ids: list[int]) -> str:
+            return ""
+
+        def count(self, text: str) -> int:
+            self.calls.append([text])
+            return len(text.split())
+
+        def count_many(self, texts: list[str]) -> list[int]:
+            self.calls.append(list(texts))
+            return [len(t.split()) for t in texts]
+
+    tok = Counting()
+    cache = SegmentCache()
+    counts, hits = cache.lookup(tok, ["a b", "c", "a b", "d e f"])
+    assert (counts, hits) == ([2, 1, 2, 3], [False, False, True, False])
+    assert tok.calls == [["a b", "c", "d e f"]]
+    assert cache.lookup(tok, ["c", "g"]) == ([1, 1], [True, False])
+    assert tok.calls[-1] == ["g"]
+    assert (cache.hits, cache.misses) == (2, 4)

@@ -119,7 +119,7 @@ class TokensStage:
         result = self.counter.count(ctx.model, ctx.operation, ctx.body)
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
-        ctx.estimated_input_tokens = result.counts.prompt
+        ctx.estimated_input_tokens = prompt = result.counts.prompt
         if result.flags:
             ctx.flags.extend(f for f in sorted(result.flags) if f not in ctx.flags)
         features = getattr(result, "features", None)
@@ -128,11 +128,11 @@ class TokensStage:
         if ctx.operation == "embeddings":
             return
         window = ctx.model.context_window
-        need = ctx.counts.prompt + (ctx.max_tokens or 1)
+        need = prompt + (ctx.max_tokens or 1)
         if need > window:
             raise invalid(
                 f"This model's maximum context length is {window} tokens. However, you "
-                f"requested {need} tokens ({ctx.counts.prompt} in the messages, "
+                f"requested {need} tokens ({prompt} in the messages, "
                 f"{ctx.max_tokens or 1} in the completion). Please reduce the length of the "
                 "messages or completion.", param="messages", code="context_length_exceeded",
             )

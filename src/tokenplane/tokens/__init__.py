@@ -11,12 +11,16 @@ Public API (import from the submodules; importing this package loads nothing):
   ``ChatTemplate.encode(messages, tools=None) -> list[int]`` (the full prompt ids, ground
   truth) and ``.render(messages, tools=None) -> str``.
 - ``segments.SegmentCache(max_entries=8192, max_chars=16_000_000)``: bounded LRU of segment
-  counts by content (``hits``, ``misses``, ``evictions``, ``hit_ratio``).
+  counts by content (``hits``, ``misses``, ``evictions``, ``hit_ratio``); ``.lookup(tok,
+  texts)`` counts several one-part segments, the misses in one tokenizer call.
 - ``counter.ChatCounter(template, cache, exact=True)``:
   ``.count(messages, tools=None) -> CountResult`` (``counts: TokenCounts`` by source,
   ``segments: list[SegmentInfo]``, ``system_fingerprint``, ``exact``, ``flags``) whose
   ``counts.prompt == len(template.encode(...))``; ``.count_prompt(prompt)`` for plain
-  completions; ``.count_text(text)``.
+  completions; ``.count_text(text)``. Plain chat requests take a fast path
+  (``plain.plain_shape(template)``), identical in counts to ``.count_pieces(...)``.
+- ``registry.TiktokenTokenizer.count`` counts short ASCII text in Python without releasing
+  the GIL (``ascii_bpe.AsciiBpe``, exact); ``.count_many(texts)`` makes one tiktoken call.
 - ``counter.TokenCounting(registry=None, cache=None)``: ``.for_model(model) ->
   ChatCounter | None`` (None: unknown tokenizer, use the estimator).
 - ``messages.normalize(messages) -> Conversation``: the source convention (system /

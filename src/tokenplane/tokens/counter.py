@@ -6,6 +6,12 @@ text run via :class:`SegmentCache` and each framing piece by its id count, so
 count toward the message they frame; the generation prompt toward ``user``. See
 :mod:`tokenplane.tokens.messages` for how messages are classified by source.
 
+Plain requests (no tools; every message exactly a string ``role`` and ``content``) skip the
+pieces: :mod:`tokenplane.tokens.plain` gives their runs directly, with the same counts,
+segments and fingerprint as the general path (:meth:`ChatCounter.count_pieces`), except
+that runs made only of the family's fixed texts (role names, newlines, the priming) are
+counted once per counter and always report ``cached``.
+
 :class:`TokenCounting` ties a registry, one shared segment cache and the per-model
 counters together: ``TokenCounting(registry).for_model("qwen2.5-72b-instruct")``.
 """
@@ -14,25 +20,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, normalize
+from tokenplane.tokens.plain import (
+    HISTORY,
+    NOT_PLAIN_ROLES,
+    SOURCES,
+    SYSTEM,
+    SYSTEM_ROLES,
+    USER_TURN,
+    PlainShape,
+    plain_shape,
+)
 from tokenplane.tokens.registry import TokenizerRegistry
 from tokenplane.tokens.segments import SegmentCache
+from tokenplane.tokens.segments import SegmentInfo as SegmentInfo  # re-exported
 from tokenplane.tokens.template_base import ChatTemplate, Tools
 from tokenplane.tokens.templates import make_template
 
 Prompt = str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]
-
-
-class SegmentInfo(NamedTuple):
-    """One tokenized run of the prompt: its (first part's) source, tokens, cache state."""
-
-    source: str
-    tokens: int
-    chars: int
-    cached: bool
+NO_FLAGS: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -53,6 +62,7 @@ class ChatCounter:
         self.template = template
         self.cache = cache
         self.exact = exact
+        self.plain = plain_shape(template)
 
     @property
     def tokenizer_name(self) -> str:
@@ -60,6 +70,61 @@ class ChatCounter:
 
     def count(self, messages: Sequence[Mapping[str, Any]], tools: Tools = None) -> CountResult:
         """Prompt tokens of a chat request, split by source (see module doc)."""
+        shape = self.plain
+        if shape is not None and not tools and type(messages) is list:
+            result = self.count_plain(shape, messages)
+            if result is not None:
+                return result
+        return self.count_pieces(messages, tools)
+
+    def count_plain(self, shape: PlainShape, messages: list[Any]) -> CountResult | None:
+        """:meth:`count_pieces` for a plain request (see :mod:`tokenplane.tokens.plain`),
+        or None when the request is not plain. Runs made of the family's fixed texts are
+        counted from the shape (as cache hits); the others go through the cache at once."""
+        roles: list[str] = []
+        contents: list[str] = []
+        sources: list[int] = []
+        system: list[str] = []
+        last_user = -1
+        for msg in messages:
+            if type(msg) is not dict or len(msg) != 2:
+                return None
+            role = msg.get("role")
+            content = msg.get("content")
+            if type(role) is not str or type(content) is not str or role in NOT_PLAIN_ROLES:
+                return None
+            if role in SYSTEM_ROLES:
+                sources.append(SYSTEM)
+                system.append(content)
+            else:
+                if role == "user":
+                    last_user = len(roles)
+                sources.append(HISTORY)
+            roles.append(role)
+            contents.append(content)
+        if last_user >= 0:
+            sources[last_user] = USER_TURN
+        by_source, plan, texts = shape.plan(roles, contents, sources)
+        counts, hits = self.cache.lookup(self.template.tokenizer, texts) if texts else ([], [])
+        segments: list[SegmentInfo] = []
+        k = 0
+        for item in plan:
+            if isinstance(item, int):
+                n = counts[k]
+                segments.append(SegmentInfo(SOURCES[item], n, len(texts[k]), hits[k]))
+                by_source[item] += n
+                k += 1
+            else:
+                segments.append(item)
+        self.cache.hits += len(plan) - k
+        system_text = "\n\n".join(system)
+        fp = self.cache.fingerprint(system_text) if system_text else None
+        return CountResult(TokenCounts(*by_source), segments, fp, self.exact, NO_FLAGS)
+
+    def count_pieces(
+        self, messages: Sequence[Mapping[str, Any]], tools: Tools = None
+    ) -> CountResult:
+        """The general path: normalise, walk the template's pieces, count each run."""
         conv = normalize(messages)
         pieces = self.template.pieces(conv, tools)
         by_source: dict[str, int] = {"system": 0, "history": 0, "context": 0, "tools": 0, "user": 0}

@@ -6,12 +6,15 @@ per-part token counts of the parts tokenized *jointly* (the joint count is exact
 part's share is its own count, with the boundary difference given to the largest part), so a
 repeated segment costs one dict lookup instead of a tokenizer call. Bounded by entries and
 by total characters held; hit / miss / eviction counters are public for metrics.
+``lookup`` counts several one-part segments at once (the misses in one tokenizer call when
+the tokenizer has ``count_many``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from tokenplane.tokens.base import Tokenizer
@@ -30,13 +33,27 @@ class SegmentEntry(NamedTuple):
     chars: int
 
 
+class SegmentInfo(NamedTuple):
+    """One tokenized run of the prompt: its (first part's) source, tokens, cache state."""
+
+    source: str
+    tokens: int
+    chars: int
+    cached: bool
+
+
+Key = tuple[str, str | tuple[str, ...]]
+
+
 class SegmentCache:
     def __init__(self, max_entries: int = 8192, max_chars: int = 16_000_000) -> None:
         if max_entries < 1 or max_chars < 1:
             raise ValueError("segment cache bounds must be positive")
         self.max_entries = max_entries
         self.max_chars = max_chars
-        self._entries: OrderedDict[tuple[str, tuple[str, ...]], SegmentEntry] = OrderedDict()
+        # (tokenizer name, text) -> its token count for one-part segments (nothing more to
+        # allocate per entry); (name, parts) -> SegmentEntry for joint ones
+        self._entries: OrderedDict[Key, int | SegmentEntry] = OrderedDict()
         self._fingerprints: OrderedDict[str, str] = OrderedDict()
         self.chars = 0
         self.hits = 0
@@ -57,22 +74,96 @@ class SegmentCache:
 
     def measure(self, tokenizer: Tokenizer, parts: tuple[str, ...]) -> tuple[SegmentEntry, bool]:
         """Per-part counts of ``parts`` tokenized as one string, and whether it was a hit."""
-        key = (tokenizer.name, parts)
+        one = len(parts) == 1
+        key = (tokenizer.name, parts[0] if one else parts)
         entries = self._entries
         found = entries.get(key)
         if found is not None:
             entries.move_to_end(key)
             self.hits += 1
+            if isinstance(found, int):
+                return SegmentEntry((found,), found, len(parts[0])), True
             return found, True
         self.misses += 1
         entry = self._compute(tokenizer, parts)
-        entries[key] = entry
+        entries[key] = entry.total if one else entry
         self.chars += entry.chars
-        while len(entries) > self.max_entries or (self.chars > self.max_chars and len(entries) > 1):
-            _, old = entries.popitem(last=False)
-            self.chars -= old.chars
-            self.evictions += 1
+        self._evict()
         return entry, False
+
+    def lookup(self, tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[int], list[bool]]:
+        """Token counts of single-text segments and whether each was a hit.
+
+        The same entries, counts and hit / miss statistics as ``measure(tokenizer, (text,))``
+        for each text in turn (a text repeated in ``texts`` is a hit after its first
+        occurrence), but the misses are tokenized together, with ``tokenizer.count_many``
+        when it has one, and stored after the hits are refreshed.
+        """
+        name = tokenizer.name
+        entries = self._entries
+        counts: list[int] = []
+        hit: list[bool] = []
+        missing: list[int] = []
+        for text in texts:
+            key = (name, text)
+            found = entries.get(key)
+            if found is None:
+                missing.append(len(counts))
+                counts.append(0)
+                hit.append(False)
+            else:
+                entries.move_to_end(key)
+                counts.append(found if isinstance(found, int) else found.total)
+                hit.append(True)
+        self.hits += len(texts) - len(missing)
+        if len(missing) == 1:  # the usual case: one new turn
+            i = missing[0]
+            text = texts[i]
+            n = counts[i] = tokenizer.count(text)
+            self.misses += 1
+            entries[(name, text)] = n
+            self.chars += len(text)
+            if len(entries) > self.max_entries or self.chars > self.max_chars:
+                self._evict()
+        elif missing:
+            self._count_missing(tokenizer, texts, missing, counts, hit)
+        return counts, hit
+
+    def _count_missing(
+        self, tokenizer: Tokenizer, texts: Sequence[str], missing: list[int],
+        counts: list[int], hit: list[bool],
+    ) -> None:
+        """Fill ``counts`` at the ``missing`` positions; store each distinct text once (its
+        later occurrences become hits, as they would be one after another)."""
+        first: dict[str, int] = {}
+        for i in missing:
+            first.setdefault(texts[i], i)
+        todo = list(first)
+        many = getattr(tokenizer, "count_many", None)
+        ns: list[int] = (
+            many(todo) if many is not None and len(todo) > 1 else [tokenizer.count(t) for t in todo]
+        )
+        found = dict(zip(todo, ns, strict=True))
+        for i in missing:
+            text = texts[i]
+            counts[i] = found[text]
+            if first[text] != i:
+                hit[i] = True
+        self.misses += len(todo)
+        self.hits += len(missing) - len(todo)
+        name = tokenizer.name
+        for text, n in found.items():
+            self._entries[(name, text)] = n
+            self.chars += len(text)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Drop least recently used entries until within both bounds (keeping one)."""
+        entries = self._entries
+        while len(entries) > self.max_entries or (self.chars > self.max_chars and len(entries) > 1):
+            key, old = entries.popitem(last=False)
+            self.chars -= old.chars if isinstance(old, SegmentEntry) else len(key[1])
+            self.evictions += 1
 
     def count(self, tokenizer: Tokenizer, text: str) -> int:
         """Token count of one text segment, through the cache."""
