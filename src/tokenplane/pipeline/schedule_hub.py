@@ -30,6 +30,7 @@ from tokenplane.scheduling.vtc import VirtualTokenCounter
 
 log = logging.getLogger("tokenplane.scheduling")
 Queue = tuple[str, str]  # (alias, model version or "")
+Target = tuple[Queue, list[LiveEndpoint]]  # a queue and its replicas that are up
 
 
 def shed_error(shed: Shed) -> ApiError:
@@ -91,26 +92,29 @@ class SchedulerHub:
         now = self.clock()
         return any(self.gate.accepts(e.snapshot(now), slo.gate_fraction) for e in self._cands(q))
 
-    def target(self, alias: str, version: str | None, slo: SloClass) -> Queue | None:
-        """The queue to join: the alias's own when it has room for this class or the
-        class may wait; else the first fallback alias with room (non-sheddable
-        classes spill rather than wait). None when no replica is up at all (the
-        request then bypasses the queues: routing tries what it can, or says 503)."""
+    def target(self, alias: str, version: str | None, slo: SloClass) -> Target | None:
+        """The queue to join and its replicas that are up: the alias's own when it has
+        room for this class or the class may wait; else the first fallback alias with
+        room (non-sheddable classes spill rather than wait). None when no replica is
+        up at all (the request then bypasses the queues: routing tries what it can,
+        or says 503)."""
         own: Queue = (alias, version or "")
-        fallbacks: list[Queue] = [(fb, "") for fb in self.router.fallbacks.get(alias, ())]
-        if not fallbacks:  # the common case: one snapshot pass less
-            return own if self._cands(own) else None
-        up = [q for q in (own, *fallbacks) if self._cands(q)]
+        fallbacks = self.router.fallbacks.get(alias)
+        if not fallbacks:  # the common case: one candidates pass, reused by acquire
+            cands = self._cands(own)
+            return (own, cands) if cands else None
+        up = [(q, c) for q in (own, *((fb, "") for fb in fallbacks)) if (c := self._cands(q))]
         if not up:
             return None
-        if up[0] == own and (slo.sheddable or self.has_room(own, slo)):
-            return own
-        for q in up:
-            if self.has_room(q, slo):
-                return q
+        if up[0][0] == own and (slo.sheddable or self.has_room(own, slo)):
+            return up[0]
+        for t in up:
+            if self.has_room(t[0], slo):
+                return t
         return up[0]
 
-    def _fast(self, q: Queue, sched: GatewayScheduler, item: QueuedRequest) -> str | None:
+    def _fast(self, q: Queue, sched: GatewayScheduler, item: QueuedRequest,
+              cands: list[LiveEndpoint]) -> str | None:
         """The common path: nothing waits and a replica has room for the class, so
         the request is bound at once (what submit + release would do, minus the
         queue). None sends it through the queue (also when the profile's choice
@@ -119,7 +123,7 @@ class SchedulerHub:
         if len(sched):
             return None
         now = self.clock()
-        snaps = self.router.live.snapshots(self._cands(q), now)
+        snaps = self.router.live.snapshots(cands, now)
         allowed = [e for e in snaps if self.gate.accepts(e, item.slo.gate_fraction)]
         if not allowed or (item.route.block_hashes and len(allowed) < len(snaps)):
             return None
@@ -141,10 +145,11 @@ class SchedulerHub:
             child = self._wait_children[name] = self.metrics.sched_wait.labels(name)
         return child
 
-    async def acquire(self, q: Queue, item: QueuedRequest) -> LiveEndpoint:
+    async def acquire(self, target: Target, item: QueuedRequest) -> LiveEndpoint:
         """Submit and wait until released to a replica (at once when one has room)."""
-        sched = self.scheduler(q)
-        fast = self._fast(q, sched, item)
+        q, cands = target
+        sched = self.queues.get(q) or self.scheduler(q)
+        fast = self._fast(q, sched, item, cands)
         if fast is not None:
             le = self.router.live.by_id[fast]
             self.router.take(le)

@@ -32,12 +32,12 @@ class ScheduleStage:
         ctx.extra[SLO_CLASS] = slo.name
         info = self.routing.info(ctx)
         info.slo = slo
-        q = self.hub.target(info.requested_alias, info.version, slo)
-        if q is None:
+        target = self.hub.target(info.requested_alias, info.version, slo)
+        if target is None:
             return  # nothing is up: the route stage tries what it can
-        info.queue = q
+        info.queue = target[0]
         item = QueuedRequest(info.req, slo, self.hub.clock())
-        le = await self.hub.acquire(q, item)
+        le = await self.hub.acquire(target, item)
         self.routing.bind(ctx, le.alias, le.endpoint)
 
 
