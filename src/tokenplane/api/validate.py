@@ -17,19 +17,31 @@ def _type_name(v: Any) -> str:
             dict: "object"}.get(type(v), type(v).__name__)
 
 
-def _check_type(body: dict[str, Any], name: str, kinds: tuple[type, ...], label: str) -> None:
-    if name in body and body[name] is not None:
-        v = body[name]
-        if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
-            raise invalid(
-                f"'{name}' must be {label}, got {_type_name(v)}", param=name, code="invalid_type"
-            )
+# (field, accepted types, what to say, lowest, highest): after the model, checked in
+# this order, every type before any range; only the fields a body has are looked at
+_FIELDS: tuple[tuple[str, tuple[type, ...], str, float | None, float | None], ...] = (
+    ("stream", (bool,), "a boolean", None, None),
+    ("stream_options", (dict,), "an object", None, None),
+    ("user", (str,), "a string", None, None),
+    ("max_tokens", (int,), "an integer", 1, None),
+    ("max_completion_tokens", (int,), "an integer", 1, None),
+    ("n", (int,), "an integer", 1, 128),
+    ("seed", (int,), "an integer", None, None),
+    ("temperature", _NUMBER, "a number", 0, 2),
+    ("top_p", _NUMBER, "a number", 0, 1),
+    ("presence_penalty", _NUMBER, "a number", -2, 2),
+    ("frequency_penalty", _NUMBER, "a number", -2, 2),
+)
 
 
-def _check_range(body: dict[str, Any], name: str, lo: float, hi: float | None = None) -> None:
-    v = body.get(name)
-    if v is None:
-        return
+def _check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
+    if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
+        raise invalid(
+            f"'{name}' must be {label}, got {_type_name(v)}", param=name, code="invalid_type"
+        )
+
+
+def _check_range(name: str, v: Any, lo: float, hi: float | None) -> None:
     if v < lo or (hi is not None and v > hi):
         bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
         raise invalid(f"'{name}' must be {bound}, got {v}", param=name, code="invalid_value")
@@ -38,23 +50,17 @@ def _check_range(body: dict[str, Any], name: str, lo: float, hi: float | None = 
 def _common(body: dict[str, Any]) -> None:
     if "model" not in body:
         raise invalid("you must provide a model parameter", param="model", code="missing_required")
-    _check_type(body, "model", (str,), "a string")
-    if not body["model"]:
+    model = body["model"]
+    if model is not None:
+        _check_type("model", model, (str,), "a string")
+    if not model:
         raise invalid("'model' must not be empty", param="model", code="invalid_value")
-    _check_type(body, "stream", (bool,), "a boolean")
-    _check_type(body, "stream_options", (dict,), "an object")
-    _check_type(body, "user", (str,), "a string")
-    for name in ("max_tokens", "max_completion_tokens", "n", "seed"):
-        _check_type(body, name, (int,), "an integer")
-    for name in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
-        _check_type(body, name, _NUMBER, "a number")
-    _check_range(body, "max_tokens", 1)
-    _check_range(body, "max_completion_tokens", 1)
-    _check_range(body, "n", 1, 128)
-    _check_range(body, "temperature", 0, 2)
-    _check_range(body, "top_p", 0, 1)
-    _check_range(body, "presence_penalty", -2, 2)
-    _check_range(body, "frequency_penalty", -2, 2)
+    present = [(f, body[f[0]]) for f in _FIELDS if f[0] in body and body[f[0]] is not None]
+    for (name, kinds, label, _, _), v in present:
+        _check_type(name, v, kinds, label)
+    for (name, _, _, lo, hi), v in present:
+        if lo is not None:
+            _check_range(name, v, lo, hi)
     so = body.get("stream_options")
     if so is not None and not body.get("stream"):
         raise invalid(
@@ -151,8 +157,9 @@ def validate_completion(body: dict[str, Any]) -> None:
 def validate_embeddings(body: dict[str, Any]) -> None:
     if "model" not in body:
         raise invalid("you must provide a model parameter", param="model", code="missing_required")
-    _check_type(body, "model", (str,), "a string")
-    _check_type(body, "user", (str,), "a string")
+    for name in ("model", "user"):
+        if body.get(name) is not None:
+            _check_type(name, body[name], (str,), "a string")
     if "input" not in body:
         raise invalid("'input' is a required property", param="input", code="missing_required")
     inp = body["input"]
