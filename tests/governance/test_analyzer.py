@@ -16,17 +16,18 @@ from .factories import cn_id, luhn_card
 
 
 def _reference(r: Recognizer) -> Recognizer:
-    """The same recognizer written the slow, obvious way: a leading look-behind and
-    no prefilter or anchors."""
+    """The same recognizer written the slow, obvious way: a leading look-behind,
+    case-blind matching instead of a lower-cased text, no prefilter or anchors."""
     if not isinstance(r, PatternRecognizer):
         return r
     pattern = r.pattern.pattern
     if r.not_after:
         pattern = "(?<![" + re.escape(r.not_after) + "])(?:" + pattern + ")"
+    flags = r.pattern.flags | (re.IGNORECASE if r.match_lowered else 0)
     return PatternRecognizer(
         r.name,
         r.entity_type,
-        re.compile(pattern, r.pattern.flags),
+        re.compile(pattern, flags),
         r.score,
         r.validator,
         context=r.context,

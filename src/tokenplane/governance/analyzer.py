@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tokenplane.governance.custom import recognizer_from_spec
+from tokenplane.governance.gate import Gate, TextGate
 from tokenplane.governance.prechecks import Need
 from tokenplane.governance.recognizers_cn import cn_recognizers
 from tokenplane.governance.recognizers_intl import intl_recognizers
@@ -28,6 +29,10 @@ class Analyzer:
     Overlaps are resolved by the highest score, then the longest span. Spans
     under ``min_score`` are dropped. ``entities`` (optional) limits the
     entity types reported.
+
+    Before any recognizer runs, one joined search of their gates (see
+    governance/gate.py) proves for most texts that none of them can match: the
+    common case of ordinary prose then costs a few C-level scans.
     """
 
     def __init__(
@@ -48,6 +53,8 @@ class Analyzer:
         self._plan_for: list[Recognizer] | None = None
         self._plan: list[tuple[Recognizer, int, int]] = []
         self._tests: list[re.Pattern[str]] = []
+        self._gate_for: list[Recognizer] | None = None
+        self._gate = TextGate((), (), ())
 
     def _planned(self) -> list[tuple[Recognizer, int, int]]:
         """Each recognizer with the index of the character test it needs (-1: none)
@@ -65,6 +72,15 @@ class Analyzer:
             self._tests = [need.regex() for need in tests]
             self._plan, self._plan_for = plan, self.recognizers
         return self._plan
+
+    def _gated(self) -> TextGate:
+        """The joined gates of ``recognizers`` (rebuilt if it is replaced)."""
+        if self._gate_for is not self.recognizers:
+            recognizers = self.recognizers
+            gates = [getattr(r, "gate", None) for r in recognizers]
+            self._gate = TextGate.of([g if isinstance(g, Gate) else None for g in gates])
+            self._gate_for = recognizers
+        return self._gate
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any]) -> Analyzer:
@@ -92,8 +108,28 @@ class Analyzer:
         """Non-overlapping findings ordered by position."""
         if not text:
             return []
+        gate = self._gated()
+        if not gate.clear(text):
+            return self._run(text, self._planned())
+        if gate.covers_all:  # no recognizer can find anything here
+            return []
+        plan = self._planned()  # only those without a gate
+        return self._run(text, [p for p, on in zip(plan, gate.gated, strict=True) if not on])
+
+    def nothing_in(self, text: str) -> bool:
+        """True only when ``analyze(text)`` finds nothing; here: when the gates prove
+        that no recognizer can find anything (False says nothing either way)."""
+        gate = self._gate if self._gate_for is self.recognizers else self._gated()
+        return gate.covers_all and gate.clear(text)
+
+    def analyze_full(self, text: str) -> list[Span]:
+        """The same findings without the gate (every recognizer's own checks only)."""
+        if not text:
+            return []
+        return self._run(text, self._planned())
+
+    def _run(self, text: str, plan: list[tuple[Recognizer, int, int]]) -> list[Span]:
         spans: list[Span] = []
-        plan = self._planned()
         tests = self._tests
         present: list[bool | None] = [None] * len(tests)
         digits = -1

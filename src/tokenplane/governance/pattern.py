@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tokenplane.governance.gate import Gate
 from tokenplane.governance.prechecks import Need, min_digits, required_need
 from tokenplane.governance.spans import Span
 
@@ -33,6 +34,11 @@ class PatternRecognizer:
     ``match_lowered``: the pattern is written in lower case and runs on
     ``text.lower()`` (values still come from ``text``): faster than IGNORECASE,
     which stops the engine from skipping ahead.
+
+    ``gate`` (see governance/gate.py) finds every text this recognizer can report
+    something in: the anchors when it has some (it scans only around them), else its
+    own pattern (on the lowered text when ``match_lowered``). A subclass with its own
+    ``find`` gets none.
     """
 
     name: str
@@ -62,6 +68,11 @@ class PatternRecognizer:
         # characters every match contains: the analyzer skips texts without them
         self.need: Need | None = required_need(self.pattern, self.match_lowered)
         self.min_digits = min_digits(self.pattern)
+        self.gate: Gate | None = None
+        if type(self).find is PatternRecognizer.find:
+            self.gate = (Gate(re.compile("|".join(re.escape(a) for a in self.anchors)),
+                              digits=self.min_digits) if self.anchors
+                         else Gate(self.pattern, self.match_lowered, self.min_digits))
 
     def find(self, text: str) -> list[Span]:
         if self.prefilter and not any(p in text for p in self.prefilter):

@@ -6,6 +6,7 @@ import ipaddress
 
 from tokenplane.governance.checksums import iban_ok, luhn_ok
 from tokenplane.governance.cn_data import IBAN_LENGTHS
+from tokenplane.governance.gate import Gate
 from tokenplane.governance.pattern import ALNUM, DIGITS, PatternRecognizer, compile_pattern
 from tokenplane.governance.spans import Recognizer, Span
 
@@ -92,6 +93,7 @@ class Ipv6Recognizer:
     _finder = compile_pattern(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")
     _token = frozenset("0123456789abcdefABCDEF:")
     _stop = frozenset(ALNUM)
+    gate = Gate(_finder)  # every address contains a match of the finder
 
     def find(self, text: str) -> list[Span]:
         spans: list[Span] = []

@@ -27,7 +27,8 @@ from tokenplane.governance.tools import ToolPolicy
 class GuardPolicy:
     """What the guards do for one principal. A ``None`` PII policy means nothing to
     scan (every type allowed); ``response_rewrites`` says whether streamed output
-    must be parsed and rewritten for the response policy."""
+    must be parsed and rewritten for the response policy; ``injection_quiet`` that
+    the injection policy does nothing when the screen finds nothing."""
 
     prompt: PiiPolicy | None
     tool_results: PiiPolicy | None
@@ -38,6 +39,7 @@ class GuardPolicy:
     max_context_tokens: int | None = None
     max_output_tokens: int | None = None
     models: frozenset[str] | None = None
+    injection_quiet: bool = True
 
 
 @dataclass
@@ -111,4 +113,5 @@ class GuardPolicies:
             max_context_tokens=r.max_context_tokens,
             max_output_tokens=r.max_output_tokens,
             models=frozenset(r.models) if r.models is not None else None,
+            injection_quiet=injection is None or injection.ignores_clean,
         )

@@ -5,6 +5,10 @@ Input guard, in order: allowed models of the app, tool definitions (reject / str
 the output-token cap, the prompt-injection screen (new user turn and the tool results
 after it), then the PII policy on messages, tool results and prompts (mask, tokenize
 into the request's vault, or block naming the entity types).
+
+A chat message in which nothing is found (for most, the analyzer's gates prove it in a
+few C-level scans) is passed on as it is, no copy; when no message changes, neither
+does the body.
 """
 
 from __future__ import annotations
@@ -13,8 +17,13 @@ import logging
 from typing import Any
 
 from tokenplane.api.errors import ApiError, invalid
-from tokenplane.governance.injection.detector import Source
-from tokenplane.governance.injection.screen import InjectionAction, InjectionBlocked, screen
+from tokenplane.governance.injection.detector import Source, Verdict
+from tokenplane.governance.injection.screen import (
+    InjectionAction,
+    InjectionBlocked,
+    clean,
+    decide,
+)
 from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.vault import Vault
@@ -29,6 +38,7 @@ from tokenplane.pipeline.guard_state import (
 )
 
 log = logging.getLogger("tokenplane.governance")
+_CONTENT_KEYS = {"chat": "messages", "text_completion": "prompt"}
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -45,7 +55,10 @@ def screened_texts(operation: str, body: dict[str, Any]) -> list[tuple[str, Sour
     """The texts the injection screen reads: the last user message and the tool
     results after it (chat), or the prompt strings (completions)."""
     if operation == "chat":
-        msgs = [m for m in body.get("messages", []) if isinstance(m, dict)]
+        messages = body.get("messages", [])
+        if isinstance(messages, list):
+            return _chat_screened(messages)
+        msgs = [m for m in messages if isinstance(m, dict)]
         last_user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=-1)
         out: list[tuple[str, Source]] = []
         if last_user >= 0:
@@ -60,6 +73,30 @@ def screened_texts(operation: str, body: dict[str, Any]) -> list[tuple[str, Sour
     return []
 
 
+def _chat_screened(messages: list[Any]) -> list[tuple[str, Source]]:
+    """:func:`screened_texts` of a chat, read from the end back to the last user turn."""
+    user: dict[str, Any] | None = None
+    tools: list[str] = []
+    for m in reversed(messages):
+        if isinstance(m, dict):
+            role = m.get("role")
+            if role == "user":
+                user = m
+                break
+            if role == "tool":
+                tools.append(message_text(m))
+    out: list[tuple[str, Source]] = []
+    if user is not None:
+        content = user.get("content")
+        text = content if isinstance(content, str) else message_text(user)
+        if text:
+            out.append((text, "user"))
+    for text in reversed(tools):
+        if text:
+            out.append((text, "tool"))
+    return out
+
+
 class InputGuardStage:
     """Applies the principal's governance policy to the request body."""
 
@@ -67,37 +104,52 @@ class InputGuardStage:
         self.policies = policies
 
     async def run(self, ctx: RequestContext) -> None:
-        if ctx.principal is None:
+        principal = ctx.principal
+        if principal is None:
             return
-        pol = self.policies.for_principal(ctx.principal.tenant, ctx.principal.app)
+        pol = self.policies.for_principal(principal.tenant, principal.app)
         state = GuardState(pol)
         ctx.extra[GUARD] = state
         body = ctx.body
-        state.request_content = _content_of(ctx.operation, body)
+        operation = ctx.operation
+        state.request_content = body.get(_CONTENT_KEYS.get(operation, "input"))
         if pol.models is not None and ctx.alias not in pol.models:
             raise ApiError(404, f"The model '{ctx.alias}' does not exist or you do not have "
                            "access to it.", code="model_not_found", param="model")
-        if ctx.operation == "chat" and pol.tools.allowed is not None:
+        if operation == "chat" and pol.tools.allowed is not None:
             before = {_name(t) for t in body.get("tools") or []}
             body = pol.tools.check_request(body)  # ToolNotAllowed -> 400 in reject mode
             stripped = sorted(before - {_name(t) for t in body.get("tools") or []})
             if stripped:
                 state.verdicts["tools"] = {"stripped": stripped}
-        if ctx.operation != "embeddings":
+        if operation != "embeddings" and pol.max_output_tokens is not None:
             body = _cap_output(ctx, pol, body)
         if pol.injection is not None:
             self._screen(ctx, state, pol, body)
-        body = self._pii(ctx, state, pol, body)
+        if pol.prompt is not None or pol.tool_results is not None:
+            body = self._pii(ctx, state, pol, body)
         ctx.body = body
 
     def _screen(self, ctx: RequestContext, state: GuardState, pol: GuardPolicy,
                 body: dict[str, Any]) -> None:
         assert pol.injection is not None
-        texts = screened_texts(ctx.operation, body)
+        messages = body.get("messages") if ctx.operation == "chat" else None
+        texts = (_chat_screened(messages) if isinstance(messages, list)
+                 else screened_texts(ctx.operation, body))
         if not texts:
             return
+        detector = self.policies.detector
+        scored: list[tuple[Verdict, Source]] = []
+        quiet = pol.injection_quiet  # the policy does nothing when nothing is found
+        for text, source in texts:
+            verdict = detector.score(text, source)
+            scored.append((verdict, source))
+            if quiet and not clean(verdict):
+                quiet = False
+        if quiet:
+            return
         try:
-            result = screen(texts, self.policies.detector, pol.injection)
+            result = decide(scored, pol.injection)
         except InjectionBlocked as exc:
             state.verdicts["injection"] = {"action": "block", "score": round(exc.verdict.score, 3),
                                            "labels": list(exc.verdict.labels)}
@@ -119,17 +171,22 @@ class InputGuardStage:
              body: dict[str, Any]) -> dict[str, Any]:
         if pol.prompt is None and pol.tool_results is None:
             return body
-        vault = state.vault
         if ctx.operation == "chat":
-            messages, blocked = _guard_messages(body.get("messages", []), pol, state)
+            given = body.get("messages", [])
+            if not isinstance(given, list):
+                given = list(given)  # iterated as it was; sent on as a list
+            messages, blocked, changed = _guard_messages(given, pol, state)
             if blocked:
                 state.note_blocked("prompt", blocked)
                 raise PiiBlocked(blocked)
+            if not changed and given is body.get("messages"):
+                return body  # nothing changed: no copy
             return {**body, "messages": messages}
         if pol.prompt is None:
             return body
         key = "prompt" if ctx.operation == "text_completion" else "input"
         value = body.get(key)
+        vault = state.vault
         try:
             if isinstance(value, str):
                 return {**body, key: _apply_text(value, pol.prompt, vault, state)}
@@ -149,22 +206,44 @@ def _apply_text(text: str, policy: PiiPolicy, vault: Vault, state: GuardState) -
 
 
 def _guard_messages(messages: list[Any], pol: GuardPolicy,
-                    state: GuardState) -> tuple[list[Any], list[str]]:
-    out: list[Any] = []
+                    state: GuardState) -> tuple[list[Any], list[str], bool]:
+    """The messages with the policy applied, the entity types blocked, and whether
+    any message changed (was copied). The list is copied only from the first message
+    the policy has something to do with: until then, ``messages`` is the answer."""
+    out: list[Any] | None = None
     blocked: list[str] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         if not isinstance(m, dict):
-            out.append(m)
+            if out is not None:
+                out.append(m)
             continue
         tool = m.get("role") == "tool"
         policy = pol.tool_results if tool else pol.prompt
         if policy is None:
-            out.append(m)
+            if out is not None:
+                out.append(m)
             continue
         where = "tool_results" if tool else "prompt"
+        content = m.get("content")
+        if isinstance(content, str):  # the common case, without a call more
+            untouched = policy.analyzer.nothing_in(content)
+        else:
+            untouched = _parts_clean(content, policy)
+        if untouched and not isinstance(m.get("tool_calls"), list):
+            # nothing to report or change: passed on as it is (note_pii of nothing)
+            found = state.verdicts.get("pii")
+            if found is None:
+                found = state.verdicts["pii"] = {}
+            if where not in found:
+                found[where] = {}
+            if out is not None:
+                out.append(m)
+            continue
+        if out is None:
+            out = messages[:i]
         try:
-            new, found = apply_messages([m], policy, state.vault)
-            state.note_pii(where, (f.finding for f in found))
+            new, findings = apply_messages([m], policy, state.vault)
+            state.note_pii(where, (f.finding for f in findings))
             msg = new[0]
             if isinstance(msg.get("tool_calls"), list):
                 msg["tool_calls"] = [_guard_call(c, policy, state) for c in msg["tool_calls"]]
@@ -172,7 +251,19 @@ def _guard_messages(messages: list[Any], pol: GuardPolicy,
         except PiiBlocked as exc:
             blocked.extend(exc.entity_types)
             out.append(m)
-    return out, sorted(set(blocked))
+    if out is None:
+        return messages, [], False
+    return out, sorted(set(blocked)), True
+
+
+def _parts_clean(content: Any, policy: PiiPolicy) -> bool:
+    """True when nothing is found in the text of any content part (the message is
+    then left as it is); content neither a string nor parts has none."""
+    if not isinstance(content, list):
+        return True
+    nothing_in = policy.analyzer.nothing_in
+    return all(nothing_in(p["text"]) for p in content
+               if isinstance(p, dict) and isinstance(p.get("text"), str))
 
 
 def _guard_call(call: Any, policy: PiiPolicy, state: GuardState) -> Any:
@@ -188,11 +279,6 @@ def _guard_call(call: Any, policy: PiiPolicy, state: GuardState) -> Any:
 def _name(tool: Any) -> str:
     fn = tool.get("function") if isinstance(tool, dict) else None
     return str(fn.get("name")) if isinstance(fn, dict) else ""
-
-
-def _content_of(operation: str, body: dict[str, Any]) -> Any:
-    key = {"chat": "messages", "text_completion": "prompt"}.get(operation, "input")
-    return body.get(key)
 
 
 def _cap_output(ctx: RequestContext, pol: GuardPolicy, body: dict[str, Any]) -> dict[str, Any]:

@@ -27,11 +27,19 @@ class GuardState:
     """What the guards decided for one request (entity types and counts, never values)."""
 
     policy: GuardPolicy
-    vault: Vault = field(default_factory=Vault)
     request_content: Any = None  # what the client sent (messages / prompt / input)
     response_body: bytes | None = None  # a non-stream answer as the client got it
     verdicts: dict[str, Any] = field(default_factory=dict)
     flagged: bool = False
+    _vault: Vault | None = field(default=None, repr=False)  # made on first use
+
+    @property
+    def vault(self) -> Vault:
+        """The request's placeholders (most requests never need one)."""
+        vault = self._vault
+        if vault is None:
+            vault = self._vault = Vault()
+        return vault
 
     def note_pii(self, where: str, findings: Iterable[Finding]) -> None:
         """Count findings by entity type and action under ``verdicts["pii"][where]``."""
@@ -49,7 +57,8 @@ class GuardState:
         """True when answers must be parsed: placeholders to restore, a response policy
         that rewrites, or tool calls to check."""
         tools = operation == "chat" and self.policy.tools.allowed is not None
-        return bool(len(self.vault)) or self.policy.response_rewrites or tools
+        placeholders = self._vault is not None and bool(len(self._vault))
+        return placeholders or self.policy.response_rewrites or tools
 
 
 def guard_state(ctx: RequestContext) -> GuardState | None:

@@ -27,11 +27,16 @@ def redact_tree(value: Any, redactor: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return redactor(value)
     if isinstance(value, dict):
-        return {
-            k: v if k in STRUCTURAL_KEYS and isinstance(v, str) else redact_tree(v, redactor)
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            if isinstance(v, str):
+                out[k] = v if k in STRUCTURAL_KEYS else redactor(v)
+            elif isinstance(v, (dict, list, tuple)):
+                out[k] = redact_tree(v, redactor)
+            else:
+                out[k] = v  # numbers, booleans, None
+        return out
+    if isinstance(value, (list, tuple)):
         return [redact_tree(v, redactor) for v in value]
     return value
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +25,9 @@ from tokenplane.governance.audit.segments import (
 
 def _day(ts: float) -> str:
     return time.strftime("%Y%m%d", time.gmtime(ts))
+
+
+DAY_S = 86400
 
 
 class AuditLog:
@@ -84,6 +88,7 @@ class AuditLog:
         self._pending_day = ""
         self._roll = False
         self._head_dirty = False
+        self._day_span = (0, 0, "")  # [start, end) of a UTC day (whole seconds), its name
         self._resume()
 
     # -- public -----------------------------------------------------------
@@ -154,14 +159,27 @@ class AuditLog:
         assert self._redactor is not None
         return redact_tree(content, self._redactor)
 
+    def _day_of(self, ts: float) -> str:
+        """``_day(ts)``, remembered for the rest of that day (gmtime floors ``ts`` to a
+        whole second; POSIX days are 86400 of them)."""
+        start, end, day = self._day_span
+        if not start <= ts < end:
+            start = math.floor(ts) // DAY_S * DAY_S
+            day = _day(ts)
+            self._day_span = (start, start + DAY_S, day)
+        return day
+
     def _write(self, fields: dict[str, Any], ts: float) -> None:
-        day = _day(ts)
+        """``fields`` (a dict of the caller's own, completed here) sealed into the chain."""
+        day = self._day_of(ts)
         if day != self._pending_day:
             if self._buffer:
                 self._commit()
             self._pending_day = day
-        body = {**fields, "seq": self._seq, "ts": ts, "prev_hash": self._prev}
-        line, digest = seal(body)
+        fields["seq"] = self._seq
+        fields["ts"] = ts
+        fields["prev_hash"] = self._prev
+        line, digest = seal(fields)
         if self._seg_size + self._buffered + len(line) > self.max_bytes and (
             self._seg_size or self._buffered
         ):

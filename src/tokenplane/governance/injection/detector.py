@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from tokenplane.governance.injection.normalize import normalize
+from tokenplane.governance.injection.literals import any_of
+from tokenplane.governance.injection.normalize import normalize, plain_ascii
 from tokenplane.governance.injection.rules import (
     ALL_RULES,
     EXFILTRATION,
@@ -100,28 +101,47 @@ class HeuristicDetector:
                 rules_of.setdefault(lit, []).append(i)
         self._rules_of = {lit: tuple(ids) for lit, ids in rules_of.items()}
         self._unfiltered = tuple(i for i, r in enumerate(self.rules) if r.literals is None)
+        # One search that finds whether any required literal occurs at all (most texts
+        # hold none): [indirect][ascii] -> the literals of the rules that can apply,
+        # ASCII ones only for ASCII text (no other literal can occur in it).
+        self._any = tuple(
+            tuple(any_of(lit for r in self.rules if r.literals
+                         and (indirect or not r.indirect_only)
+                         for lit in r.literals if ascii_only <= lit.isascii())
+                  for ascii_only in (False, True))
+            for indirect in (False, True))
+        self._nothing = Verdict(0.0, detector=self.name)  # immutable: shared
 
     def score(self, text: str, source: Source = "user") -> Verdict:
-        norm = normalize(text)
         indirect = source in INDIRECT_SOURCES
+        if self.prefilter and not self._unfiltered:
+            # ASCII prose that normalises to itself lower-cased, without any literal a
+            # rule needs: nothing to find (the common case, in a few C-level scans)
+            folded = plain_ascii(text)
+            if folded is not None and self._any[indirect][True].search(folded) is None:
+                return self._nothing
+        norm = normalize(text)
+        hits = self._matching(norm.text, indirect)
+        if not hits and not norm.hidden and not norm.decoded and not norm.signals:
+            return self._nothing  # nothing matched, nothing hidden
         boost = self.indirect_boost if indirect else 1.0
         weights: list[float] = []
         labels: list[str] = []
         matched: list[str] = []
-        quoted = _mentions(norm.text, indirect)
-        for rule, start in self._matching(norm.text, indirect):
+        quoted = _mentions(norm.text, indirect) if hits else []
+        for rule, start in hits:
             inside = any(lo < start < hi for lo, hi in quoted)
             factor = boost if rule.label in BOOSTED_LABELS else 1.0
             weights.append(rule.weight * factor * (self.quoted_factor if inside else 1.0))
             labels.append(rule.label)
             matched.append(rule.id)
         for payload in norm.hidden + norm.decoded:
-            hits = [r for r, _ in self._matching(payload, True)]
-            if hits:
+            found = [r for r, _ in self._matching(payload, True)]
+            if found:
                 weights.append(self.hidden_weight)
-                weights.extend(r.weight * boost for r in hits)
-                labels.extend([HIDDEN, *(r.label for r in hits)])
-                matched.extend(f"hidden:{r.id}" for r in hits)
+                weights.extend(r.weight * boost for r in found)
+                labels.extend([HIDDEN, *(r.label for r in found)])
+                matched.extend(f"hidden:{r.id}" for r in found)
         if norm.signals:
             labels.append(HIDDEN)
             matched.extend(f"signal:{s}" for s in dict.fromkeys(norm.signals))
@@ -139,14 +159,23 @@ class HeuristicDetector:
         by_first = self._by_first
         return {lit for c in set(text) if c in by_first for lit in by_first[c] if lit in text}
 
+    def _candidates(self, text: str) -> list[int]:
+        """The rules without a prefilter and those one of whose literals occurs."""
+        ids = set(self._unfiltered)
+        for lit in self._present(text):
+            ids.update(self._rules_of[lit])
+        return sorted(ids)
+
     def _matching(self, text: str, indirect: bool) -> list[tuple[Rule, int]]:
         hits: list[tuple[Rule, int]] = []
         rules = self.rules
         if self.prefilter:  # only rules one of whose required literals occurs
-            ids = set(self._unfiltered)
-            for lit in self._present(text):
-                ids.update(self._rules_of[lit])
-            order: Iterable[int] = sorted(ids)
+            if self._any[indirect][text.isascii()].search(text) is None:
+                order: Iterable[int] = self._unfiltered  # no literal occurs at all
+                if not order:
+                    return hits
+            else:
+                order = self._candidates(text)
         else:
             order = range(len(rules))
         for i in order:

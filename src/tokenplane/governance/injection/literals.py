@@ -8,6 +8,7 @@ match and its regex is skipped.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -66,3 +67,30 @@ def _node(name: str, av: Any) -> frozenset[str] | None:
         low, _high, item = av
         return _sequence(item) if low >= 1 else None
     return None
+
+
+def any_of(literals: Iterable[str]) -> re.Pattern[str]:
+    """A regular expression that matches where any of ``literals`` occurs (written as
+    a trie, so each position costs one test per character class, not per literal).
+    A literal inside another one stands for both: the longer one is left out."""
+    words = sorted(set(literals))
+    if "" in words:
+        return re.compile("")
+    words = [w for w in words if not any(o != w and o in w for o in words)]
+    return re.compile(_trie(words) or "(?!)")
+
+
+def _trie(words: list[str]) -> str:
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        by_first.setdefault(w[0], []).append(w[1:])
+    alternatives: list[str] = []
+    for first, rests in by_first.items():
+        head = re.escape(first)
+        if "" in rests:  # the literal ends here: any longer one contains it
+            alternatives.append(head)
+        elif len(rests) == 1:
+            alternatives.append(head + re.escape(rests[0]))
+        else:
+            alternatives.append(head + "(?:" + _trie(rests) + ")")
+    return "|".join(alternatives)

@@ -28,7 +28,13 @@ _TAG_RE = re.compile(f"[{chr(TAG_FIRST)}-{chr(TAG_LAST)}]")
 _ZERO_WIDTH_RE = re.compile("[" + "".join(sorted(ZERO_WIDTH)) + "]")
 _BIDI_RE = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "]")
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+# where a run of base64 characters at least as long starts (the regex above would try
+# every position inside every word)
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24}")
 _SPACED_RE = re.compile(r"\b(?:[a-z] ){4,}[a-z]\b")
+_SPACED_HINT = re.compile(" [a-z] [a-z] ")  # every match of _SPACED_RE holds one
+# in lower-cased ASCII: letters spelled out one by one, or a base64 run (one search)
+_ASCII_WORK = re.compile(r" [a-z] [a-z] |(?<![a-z0-9+/])[a-z0-9+/]{24}")
 _WS_RE = re.compile(r"\s+")
 _GREEK_CYRILLIC = "\u0370-\u03ff\u0400-\u04ff"
 _MIXED_SCRIPT_RE = re.compile(f"[a-z][{_GREEK_CYRILLIC}]|[{_GREEK_CYRILLIC}][a-z]")
@@ -59,6 +65,8 @@ def _decode_tags(text: str) -> tuple[str, str]:
 
 def _decoded_blobs(text: str) -> list[str]:
     out: list[str] = []
+    if _BASE64_RUN.search(text) is None:
+        return out
     for m in _BASE64_RE.finditer(text):
         blob = m.group(0)
         try:
@@ -73,6 +81,19 @@ def _decoded_blobs(text: str) -> list[str]:
     return out
 
 
+def plain_ascii(text: str) -> str | None:
+    """``normalize(text).text`` when that is just ``text.lower()`` and nothing is
+    hidden, decoded or signalled (ASCII prose: no base64 run, no spelled-out letters,
+    single spaces); None otherwise (then call :func:`normalize`)."""
+    if not text.isascii():
+        return None
+    folded = text.lower()
+    # ASCII whitespace other than " " is unprintable; a base64 run stays one lower-cased
+    if "  " in folded or not folded.isprintable() or _ASCII_WORK.search(folded) is not None:
+        return None
+    return folded
+
+
 def normalize(text: str) -> Normalized:
     """NFKC, invisible characters removed (tag characters decoded), confusables
     mapped to Latin, case folded, whitespace collapsed; base64 blobs decoded."""
@@ -80,8 +101,11 @@ def normalize(text: str) -> Normalized:
     if text.isascii():  # nothing invisible, no look-alikes; NFKC is the identity
         result.decoded = [_fold(d) for d in _decoded_blobs(text)]
         folded = text.lower()  # casefold() for ASCII
-        spaced = _SPACED_RE.sub(lambda m: m.group(0).replace(" ", ""), folded)
-        result.text = _WS_RE.sub(" ", spaced)
+        spaced = _unspace(folded)
+        # ASCII whitespace other than " " is unprintable: with none, and no two spaces
+        # in a row, every run of whitespace is one space already
+        plain = spaced.isprintable() and "  " not in spaced
+        result.text = spaced if plain else _WS_RE.sub(" ", spaced)
         return result
     if _TAG_RE.search(text):
         text, hidden = _decode_tags(text)
@@ -101,9 +125,16 @@ def normalize(text: str) -> Normalized:
     mapped = folded.translate(CONFUSABLES)
     if mapped != folded and _MIXED_SCRIPT_RE.search(folded):
         result.signals.append("homoglyph")
-    mapped = _SPACED_RE.sub(lambda m: m.group(0).replace(" ", ""), mapped)
+    mapped = _unspace(mapped)
     result.text = _WS_RE.sub(" ", mapped)
     return result
+
+
+def _unspace(text: str) -> str:
+    """Letters spelled out one by one ("i g n o r e") joined into the word."""
+    if _SPACED_HINT.search(text) is None:
+        return text
+    return _SPACED_RE.sub(lambda m: m.group(0).replace(" ", ""), text)
 
 
 def _fold(text: str) -> str:

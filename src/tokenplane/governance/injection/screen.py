@@ -46,6 +46,11 @@ class InjectionPolicy:
         if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
             raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
 
+    @property
+    def ignores_clean(self) -> bool:
+        """True when a verdict of score 0 without labels leads to no action."""
+        return self.decide(Verdict(0.0)) is InjectionAction.NONE
+
     def decide(self, verdict: Verdict) -> InjectionAction:
         s = verdict.score
         if self.mode is InjectionAction.NONE or s < self.log_at:
@@ -70,17 +75,30 @@ def screen(
     policy: InjectionPolicy,
 ) -> ScreenResult:
     """Score every (text, source) and decide on the worst. Raises InjectionBlocked."""
-    worst = Verdict(0.0)
+    return decide([(detector.score(text, source), source) for text, source in texts], policy)
+
+
+def clean(verdict: Verdict) -> bool:
+    """A verdict that found nothing (what :func:`decide` merges such verdicts into)."""
+    return not verdict.score and not verdict.labels and not verdict.matched
+
+
+def decide(scored: Iterable[tuple[Verdict, Source]], policy: InjectionPolicy) -> ScreenResult:
+    """The decision on the worst of some verdicts (labels and rules of all of them).
+    Raises InjectionBlocked."""
+    score = 0.0
+    detector_name = ""
     worst_source: Source | None = None
     labels: dict[str, None] = {}
     matched: dict[str, None] = {}
-    for text, source in texts:
-        verdict = detector.score(text, source)
-        labels.update(dict.fromkeys(verdict.labels))
-        matched.update(dict.fromkeys(verdict.matched))
-        if verdict.score > worst.score:
-            worst, worst_source = verdict, source
-    merged = Verdict(worst.score, tuple(labels), tuple(matched), worst.detector)
+    for verdict, source in scored:
+        if verdict.labels:
+            labels.update(dict.fromkeys(verdict.labels))
+        if verdict.matched:
+            matched.update(dict.fromkeys(verdict.matched))
+        if verdict.score > score:
+            score, detector_name, worst_source = verdict.score, verdict.detector, source
+    merged = Verdict(score, tuple(labels), tuple(matched), detector_name)
     action = policy.decide(merged)
     if action is InjectionAction.BLOCK:
         raise InjectionBlocked(merged)
