@@ -148,3 +148,11 @@ def test_presidio_adapter_is_optional() -> None:
     assert Analyzer.from_config({"presidio": True}).analyze("x@y.cn")[0].entity_type == (
         "EMAIL_ADDRESS"
     )
+
+
+def test_a_pattern_that_can_match_nothing_ends() -> None:
+    """A custom pattern that matches the empty string (``q*``) finds its non-empty
+    matches and stops at the end of the text (it used to loop there for ever)."""
+    r = PatternRecognizer("q", "Q", re.compile("q*"), 0.5)
+    assert [(s.start, s.end) for s in r.find("abqqc")] == [(2, 4)]
+    assert r.find("") == []

@@ -118,7 +118,7 @@ class PatternRecognizer:
         not_after = self.not_after
         search = pattern.search
         pos = lo
-        while True:
+        while pos <= hi:  # past hi, search would clamp to hi: an empty match would repeat
             m = search(haystack, pos, hi)
             if m is None:
                 return
