@@ -87,11 +87,11 @@ class Journal:
         self._offset = 0
         self._closed = False
         self._gate = threading.Lock()
-        # appends made in one turn of the event loop reach the writer thread as one
-        # item: one queue put and one thread wake-up per turn, not per event; and
-        # none while the writer is busy (it takes what queued when it is done)
+        # Group commit: an append wakes the writer only when it is idle; while it
+        # writes and syncs, appends gather here and it takes them all when done. So
+        # an event waits for at most the sync in progress and its own, and under
+        # load one wake-up and one sync serve many events.
         self._batch: list[_Waiter] = []
-        self._handoff_loop: asyncio.AbstractEventLoop | None = None
         self._busy = False  # the writer has a batch in hand (guarded by the gate)
         self.appended = 0
         self.committed = 0
@@ -121,22 +121,11 @@ class Journal:
                 raise JournalClosed("journal is not open")
             self.appended += 1
             self._batch.append((event, fut))
-            if self._busy:
-                pass  # the writer takes it after its current commit
-            elif self._handoff_loop is None:
-                self._handoff_loop = loop
-                loop.call_soon(self._hand_off)
-            elif self._handoff_loop is not loop:  # another loop: hand off at once
-                self._put_batch()
-        return fut
-
-    def _hand_off(self) -> None:
-        with self._gate:
             self._put_batch()
+        return fut
 
     def _put_batch(self) -> None:
         """Caller holds the gate."""
-        self._handoff_loop = None
         if self._batch and not self._busy:
             batch, self._batch = self._batch, []
             self._busy = True
