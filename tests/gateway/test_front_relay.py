@@ -3,7 +3,6 @@ relay: status, headers and body come back as the application sent them."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -148,5 +147,5 @@ def test_relay_client_leaves_mid_answer(gw: GatewayThread, key: str) -> None:
             c.send(request("POST", "/v1/chat/c%6Fmpletions", body,
                            headers={"authorization": f"Bearer {key}"}))
             c.first_piece()
-    gw.call(asyncio.sleep(0.2))
+    # the relay's abandoned answers leave the gateway serving
     assert httpx.get(f"http://127.0.0.1:{gw.port}/health").status_code == 200
