@@ -12,10 +12,13 @@ exposition is what prometheus_client writes for its own counters and histograms
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
+C = TypeVar("C")
 
 
 class CounterCell:
@@ -45,33 +48,38 @@ class HistogramCell:
         self.sum += value
 
 
-class _Family:
-    def __init__(self, name: str, doc: str, labelnames: Sequence[str]) -> None:
+class _Family(Generic[C]):
+    """Cells by label values, created on first use; registered on ``registry``."""
+
+    def __init__(self, name: str, doc: str, labelnames: Sequence[str],
+                 new_cell: Callable[[], C], registry: CollectorRegistry) -> None:
         self.name = name
         self.doc = doc
         self.labelnames = list(labelnames)
+        self._new_cell = new_cell
+        self._cells: dict[tuple[str, ...], C] = {}
+        registry.register(self)
 
-    def _check(self, values: tuple[str, ...]) -> None:
-        if len(values) != len(self.labelnames):
-            raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+    def labels(self, *values: str) -> C:
+        cell = self._cells.get(values)
+        if cell is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name}: expected labels {self.labelnames}, "
+                                 f"got {values}")
+            cell = self._cells[values] = self._new_cell()
+        return cell
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
 
+    def collect(self) -> Iterator[Metric]:
+        raise NotImplementedError
 
-class CounterCells(_Family):
+
+class CounterCells(_Family[CounterCell]):
     def __init__(self, name: str, doc: str, labelnames: Sequence[str],
                  registry: CollectorRegistry) -> None:
-        super().__init__(name, doc, labelnames)
-        self._cells: dict[tuple[str, ...], CounterCell] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> CounterCell:
-        cell = self._cells.get(values)
-        if cell is None:
-            self._check(values)
-            cell = self._cells[values] = CounterCell()
-        return cell
+        super().__init__(name, doc, labelnames, CounterCell, registry)
 
     def collect(self) -> Iterator[Metric]:
         fam = CounterMetricFamily(self.name, self.doc, labels=self.labelnames)
@@ -80,22 +88,14 @@ class CounterCells(_Family):
         yield fam
 
 
-class HistogramCells(_Family):
+class HistogramCells(_Family[HistogramCell]):
     def __init__(self, name: str, doc: str, labelnames: Sequence[str],
                  buckets: Sequence[float], registry: CollectorRegistry) -> None:
-        super().__init__(name, doc, labelnames)
-        self.bounds = tuple(float(b) for b in buckets)
-        if list(self.bounds) != sorted(set(self.bounds)):
+        bounds = tuple(float(b) for b in buckets)
+        if list(bounds) != sorted(set(bounds)):
             raise ValueError(f"{name}: buckets must be strictly increasing")
-        self._cells: dict[tuple[str, ...], HistogramCell] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> HistogramCell:
-        cell = self._cells.get(values)
-        if cell is None:
-            self._check(values)
-            cell = self._cells[values] = HistogramCell(self.bounds)
-        return cell
+        self.bounds = bounds
+        super().__init__(name, doc, labelnames, lambda: HistogramCell(bounds), registry)
 
     def collect(self) -> Iterator[Metric]:
         fam = HistogramMetricFamily(self.name, self.doc, labels=self.labelnames)

@@ -56,16 +56,7 @@ def screened_texts(operation: str, body: dict[str, Any]) -> list[tuple[str, Sour
     results after it (chat), or the prompt strings (completions)."""
     if operation == "chat":
         messages = body.get("messages", [])
-        if isinstance(messages, list):
-            return _chat_screened(messages)
-        msgs = [m for m in messages if isinstance(m, dict)]
-        last_user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=-1)
-        out: list[tuple[str, Source]] = []
-        if last_user >= 0:
-            out.append((message_text(msgs[last_user]), "user"))
-        start = last_user + 1 if last_user >= 0 else 0
-        out += [(message_text(m), "tool") for m in msgs[start:] if m.get("role") == "tool"]
-        return [(t, s) for t, s in out if t]
+        return _chat_screened(messages if isinstance(messages, list) else list(messages))
     if operation == "text_completion":
         prompt = body.get("prompt")
         items = [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []
