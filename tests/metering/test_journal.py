@@ -24,13 +24,20 @@ from tokenplane.metering.journal_files import (
 )
 
 
+@pytest.fixture(params=[True, False], ids=["loop", "thread"])
+def use_aio(request: pytest.FixtureRequest) -> bool:
+    """Both ways a journal syncs: on its event loop through native AIO (where the
+    kernel offers it) and with its writer thread."""
+    return bool(request.param)
+
+
 async def _fill(journal: Journal, start: int, count: int) -> None:
     await asyncio.gather(*(journal.append(make_event(i)) for i in range(start, start + count)))
 
 
-async def test_group_commit_batches_fsyncs_and_keeps_order(tmp_path: Path) -> None:
+async def test_group_commit_batches_fsyncs_and_keeps_order(tmp_path: Path, use_aio: bool) -> None:
     batches: list[CommittedBatch] = []
-    journal = Journal(tmp_path, "w0", on_commit=batches.append)
+    journal = Journal(tmp_path, "w0", on_commit=batches.append, use_aio=use_aio)
     journal.open()
     await _fill(journal, 0, 500)
     journal.close()
@@ -44,8 +51,9 @@ async def test_group_commit_batches_fsyncs_and_keeps_order(tmp_path: Path) -> No
     assert [ev.request_id for ev, _ in records] == [f"req-{i}" for i in range(500)]
 
 
-async def test_torn_tail_is_ignored_and_next_journal_starts_new_segment(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, "w0")
+async def test_torn_tail_is_ignored_and_next_journal_starts_new_segment(
+        tmp_path: Path, use_aio: bool) -> None:
+    journal = Journal(tmp_path, "w0", use_aio=use_aio)
     journal.open()
     await _fill(journal, 0, 20)
     journal.close()
@@ -55,7 +63,7 @@ async def test_torn_tail_is_ignored_and_next_journal_starts_new_segment(tmp_path
     seg.write_bytes(intact + HEADER.pack(500, 0) + b'{"request_id":"half')
     assert len(read_pending(journal.dir)) == 20
 
-    again = Journal(tmp_path, "w0")
+    again = Journal(tmp_path, "w0", use_aio=use_aio)
     again.open()
     await _fill(again, 20, 5)
     again.close()
@@ -64,8 +72,9 @@ async def test_torn_tail_is_ignored_and_next_journal_starts_new_segment(tmp_path
     assert ids == [f"req-{i}" for i in range(25)]
 
 
-async def test_corrupt_record_fails_crc_and_stops_that_segment(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, "w0")
+async def test_corrupt_record_fails_crc_and_stops_that_segment(
+        tmp_path: Path, use_aio: bool) -> None:
+    journal = Journal(tmp_path, "w0", use_aio=use_aio)
     journal.open()
     await _fill(journal, 0, 3)
     journal.close()
@@ -76,8 +85,8 @@ async def test_corrupt_record_fails_crc_and_stops_that_segment(tmp_path: Path) -
     assert [ev.request_id for ev, _ in read_pending(journal.dir)] == ["req-0", "req-1"]
 
 
-async def test_segments_rotate_by_size(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, "w0", segment_bytes=2000)
+async def test_segments_rotate_by_size(tmp_path: Path, use_aio: bool) -> None:
+    journal = Journal(tmp_path, "w0", segment_bytes=2000, use_aio=use_aio)
     journal.open()
     for start in range(0, 100, 10):
         await _fill(journal, start, 10)
@@ -86,15 +95,16 @@ async def test_segments_rotate_by_size(tmp_path: Path) -> None:
     assert len(read_pending(journal.dir)) == 100
 
 
-async def test_writer_id_is_exclusive_and_append_after_close_fails(tmp_path: Path) -> None:
-    first = Journal(tmp_path, "w0")
+async def test_writer_id_is_exclusive_and_append_after_close_fails(
+        tmp_path: Path, use_aio: bool) -> None:
+    first = Journal(tmp_path, "w0", use_aio=use_aio)
     first.open()
     with pytest.raises(JournalBusy):
-        Journal(tmp_path, "w0").open()
+        Journal(tmp_path, "w0", use_aio=use_aio).open()
     first.close()
     with pytest.raises(JournalClosed):
         first.append(make_event(1))
-    second = Journal(tmp_path, "w0")  # the lock is released on close
+    second = Journal(tmp_path, "w0", use_aio=use_aio)  # the lock is released on close
     second.open()
     second.close()
 

@@ -7,6 +7,13 @@ waiter of the batch (group commit: the more load, the bigger the batches, the fe
 syncs per event). Each committed batch is also handed to ``on_commit`` (the
 flusher), with the journal position just after it.
 
+Where Linux native AIO can sync a file (``aio_sync.py``), and the journal is opened
+on an event loop, there is no writer thread: ``append`` writes the record at once
+(into the page cache) and the loop starts one ``fdatasync`` through AIO for everything
+written since the last one; when the kernel signals it done, the loop acknowledges
+that batch and starts the next. Same group commit, same order of ``on_commit``
+batches, no thread hand-off on the way to the acknowledgement.
+
 A journal never appends to a segment written before it opened: it starts a fresh
 segment numbered above every one present, so a torn tail left by a crash stays the
 tail of an old segment, where replay ignores it.
@@ -24,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenplane.metering.aio_sync import AsyncSync, open_async_sync
 from tokenplane.metering.events import UsageEvent, encode_event
 from tokenplane.metering.journal_files import (
     Position,
@@ -73,6 +81,7 @@ class Journal:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         on_commit: Callable[[CommittedBatch], None] | None = None,
         lock: WriterLock | None = None,
+        use_aio: bool = True,
     ) -> None:
         self.dir = writer_dir_for(Path(data_dir), writer_id)
         self.writer_id = writer_id
@@ -96,6 +105,20 @@ class Journal:
         self.appended = 0
         self.committed = 0
         self.syncs = 0
+        # loop mode (native AIO): records written but not yet synced, and the batch
+        # whose sync is in flight with its end position
+        self.use_aio = use_aio
+        self._aio: AsyncSync | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsynced: list[_Waiter] = []
+        self._syncing: list[_Waiter] = []
+        self._syncing_end = Position(0, 0)
+
+    @property
+    def on_loop(self) -> bool:
+        """True when the journal runs on its event loop (no writer thread): ``close``
+        must then be called from that loop's thread."""
+        return self._aio is not None
 
     @property
     def position(self) -> Position:
@@ -107,15 +130,33 @@ class Journal:
             raise JournalBusy(f"journal {self.dir} is owned by another live process")
         self.dir.mkdir(parents=True, exist_ok=True)
         self._open_segment(next_segment_number(self.dir))
+        if self.use_aio:
+            self._open_on_loop()
+            if self._aio is not None:
+                return
         self._thread = threading.Thread(
             target=self._run, name=f"journal-{self.writer_id}", daemon=True
         )
         self._thread.start()
 
+    def _open_on_loop(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop to watch the syncs: the writer thread
+        aio = open_async_sync(self._fd)
+        if aio is None:
+            return
+        self._aio, self._loop = aio, loop
+        loop.add_reader(aio.eventfd, self._synced)
+
     def append(self, event: UsageEvent) -> asyncio.Future[None]:
         """Queue ``event``; the future resolves once it is on disk (fsynced)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
+        if self._aio is not None:
+            self._append_on_loop(event, fut)
+            return fut
         with self._gate:  # nothing slips in behind the stop marker
             if self._closed or self._thread is None:
                 raise JournalClosed("journal is not open")
@@ -139,12 +180,118 @@ class Journal:
             self._busy = bool(batch)
             return batch
 
+    # -- loop mode -----------------------------------------------------------------
+
+    def _append_on_loop(self, event: UsageEvent, fut: asyncio.Future[None]) -> None:
+        if self._closed:
+            raise JournalClosed("journal is not open")
+        self.appended += 1
+        try:
+            data = encode_record(encode_event(event))
+        except (TypeError, ValueError) as exc:  # an unserialisable event fails alone
+            fut.set_exception(exc)
+            return
+        try:
+            self._write(data)
+        except OSError as exc:  # disk full, I/O error: fail it, go on in a new segment
+            fut.set_exception(exc)
+            self._abandon_segment()
+            return
+        self._unsynced.append((event, fut))
+        if self._aio is not None and not self._aio.in_flight:
+            self._start_sync()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.write(self._fd, view[written:])
+        self._offset += len(data)
+
+    def _start_sync(self) -> None:
+        assert self._aio is not None
+        self._syncing, self._unsynced = self._unsynced, []
+        self._syncing_end = Position(self._segment, self._offset)
+        try:
+            self._aio.submit(self._fd)
+        except OSError:  # cannot start it asynchronously: sync here instead
+            self._finish_sync(self._sync_here())
+
+    def _sync_here(self) -> int:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            return -(exc.errno or 5)
+        return 0
+
+    def _synced(self) -> None:
+        """The loop's reader: the sync in flight is done."""
+        if self._aio is None:
+            return
+        result = self._aio.reap()
+        if result is not None:
+            self._finish_sync(result)
+
+    def _finish_sync(self, result: int) -> None:
+        batch, self._syncing = self._syncing, []
+        error: OSError | None = None
+        if result < 0:  # what the segment holds is now unknown: fail what waits on it
+            error = OSError(-result, os.strerror(-result))
+            batch += self._unsynced
+            self._unsynced = []
+        elif batch:
+            self._committed(batch, self._syncing_end)
+        _settle([fut for _, fut in batch], error)
+        if error is not None or self._offset >= self.segment_bytes:
+            self._next_segment(error is not None)
+        if self._unsynced and not self._closed:
+            self._start_sync()
+
+    def _committed(self, batch: list[_Waiter], end: Position) -> None:
+        self.syncs += 1
+        self.committed += len(batch)
+        try:
+            if self.on_commit is not None:
+                self.on_commit(CommittedBatch([ev for ev, _ in batch], end))
+        except Exception:  # the events are durable; a later replay flushes them
+            log.exception("journal on_commit hook failed")
+
+    def _next_segment(self, abandon: bool) -> None:
+        """Rotation (or a new segment after a failed sync); what was written to the
+        old one and not synced yet is synced first, here (once per segment)."""
+        if not abandon and self._unsynced:
+            batch, self._unsynced = self._unsynced, []
+            result = self._sync_here()
+            if result == 0:
+                self._committed(batch, Position(self._segment, self._offset))
+            _settle([fut for _, fut in batch],
+                    None if result == 0 else OSError(-result, os.strerror(-result)))
+        with contextlib.suppress(OSError):  # if that fails, keep this segment
+            self._open_segment(self._segment + 1)
+
+    def _close_on_loop(self) -> None:
+        aio, self._aio = self._aio, None
+        assert aio is not None and self._loop is not None
+        self._loop.remove_reader(aio.eventfd)
+        aio.close()  # waits for a sync in flight
+        batch, self._syncing = self._syncing + self._unsynced, []
+        self._unsynced = []
+        result = self._sync_here()
+        if result == 0 and batch:
+            self._committed(batch, Position(self._segment, self._offset))
+        _settle([fut for _, fut in batch],
+                None if result == 0 else OSError(-result, os.strerror(-result)))
+
     def close(self) -> None:
-        """Commit everything queued, stop the writer thread, release the lock."""
+        """Commit everything queued, stop the writer thread, release the lock (in
+        loop mode, call it on the loop's thread)."""
         with self._gate:
             if self._closed:
                 return
             self._closed = True
+        if self._aio is not None:
+            self._close_on_loop()
+        with self._gate:
             if self._thread is not None:
                 self._put_batch()
                 self._queue.put(_STOP)
@@ -206,24 +353,14 @@ class Journal:
             return
         error: BaseException | None = None
         try:
-            data = b"".join(parts)
-            view = memoryview(data)
-            written = 0
-            while written < len(data):
-                written += os.write(self._fd, view[written:])
+            self._write(b"".join(parts))
             os.fdatasync(self._fd)
-            self._offset += len(data)
-            self.syncs += 1
-            self.committed += len(good)
         except OSError as exc:  # disk full, I/O error: fail the waiters, keep going
             error = exc
             self._abandon_segment()
         try:
-            if error is None and self.on_commit is not None:
-                end = Position(self._segment, self._offset)
-                self.on_commit(CommittedBatch([ev for ev, _ in good], end))
-        except Exception:  # the events are durable; a later replay flushes them
-            log.exception("journal on_commit hook failed")
+            if error is None:
+                self._committed(good, Position(self._segment, self._offset))
         finally:
             _resolve(good, error)
         if error is None and self._offset >= self.segment_bytes:

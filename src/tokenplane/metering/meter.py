@@ -260,7 +260,10 @@ class Meter:
                 await self._adopter
             self._adopter = None
         if self._journal is not None:
-            await asyncio.to_thread(self._journal.close)
+            if self._journal.on_loop:
+                self._journal.close()  # its last sync, here on the loop (at shutdown)
+            else:
+                await asyncio.to_thread(self._journal.close)
         if self._flusher is not None:
             await self._flusher.close()
         if self._unrecorded_prices and self._sink is not None:
