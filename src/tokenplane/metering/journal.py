@@ -113,6 +113,7 @@ class Journal:
         self._unsynced: list[_Waiter] = []
         self._syncing: list[_Waiter] = []
         self._syncing_end = Position(0, 0)
+        self._submit_failed = False  # warned once
 
     @property
     def on_loop(self) -> bool:
@@ -214,7 +215,11 @@ class Journal:
         self._syncing_end = Position(self._segment, self._offset)
         try:
             self._aio.submit(self._fd)
-        except OSError:  # cannot start it asynchronously: sync here instead
+        except OSError as exc:  # cannot start it asynchronously: sync here instead
+            if not self._submit_failed:
+                self._submit_failed = True
+                log.warning("journal %s: AIO sync failed to start (%s); syncing on the "
+                            "event loop instead", self.dir, exc)
             self._finish_sync(self._sync_here())
 
     def _sync_here(self) -> int:
