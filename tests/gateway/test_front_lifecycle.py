@@ -15,6 +15,8 @@ import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
 from tests.gateway.raw_http import Answer, Client, request
+from tokenplane.api.front_protocol import FrontConnection
+from tokenplane.api.front_wire import FrontRequest
 
 MODEL = "sim-llama3-8b"
 
@@ -26,15 +28,8 @@ def chat(key: str, max_tokens: int, stream: bool = False) -> bytes:
                    headers={"authorization": f"Bearer {key}"})
 
 
-def wait_for(cond: object, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def test_idle_connection_closed_after_keepalive(tmp_path: Path) -> None:
-    gw = GatewayThread(sim_config(replicas=1), tmp_path).start()
+    gw = GatewayThread(sim_config(replicas=1, profile="llama3-8b-a100"), tmp_path).start()
     try:
         assert gw.server is not None and gw.server.front is not None
         gw.server.front.keepalive_s = 0.3
@@ -46,9 +41,11 @@ def test_idle_connection_closed_after_keepalive(tmp_path: Path) -> None:
             assert c.closed_by_server()
             assert 0.2 < time.monotonic() - t0 < 5
         with Client(gw.port) as c:  # a request that keeps the connection busy is not cut
-            c.send(chat(key, 2, stream=True))
-            time.sleep(0.5)
-            assert c.answer().status == 200
+            t0 = time.monotonic()
+            c.send(chat(key, 60, stream=True))  # ~10 ms a token on this profile
+            answer = c.answer()
+            assert answer.status == 200 and b"data: [DONE]" in answer.body
+            assert time.monotonic() - t0 > 0.3  # busy for longer than the keep-alive
     finally:
         gw.stop()
 
@@ -62,21 +59,25 @@ def test_slow_reader_then_leaves_mid_stream(tmp_path: Path) -> None:
     assert gw.server is not None and gw.server.front is not None
     front = gw.server.front
     c = Client(gw.port, rcvbuf=4096)
-    wait_for(lambda: len(front.connections) == 1)
+    c.send(request("GET", "/health"))
+    assert c.answer().status == 200  # the connection is the front's now
     conn = next(iter(front.connections))
     assert conn.transport is not None  # small socket buffers: back-pressure comes early
     conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    paused = threading.Event()
+    pause_writing = conn.pause_writing
+
+    def observed_pause() -> None:  # the transport calls it when its buffer is full
+        pause_writing()
+        paused.set()
+
+    conn.pause_writing = observed_pause  # type: ignore[method-assign]
     c.send(chat(key, 3800, stream=True))
-    wait_for(lambda: conn.write_paused)
+    assert paused.wait(10), "the front never waited on the socket"
+    assert conn.write_paused
     c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
     c.close()  # a reset: the client is gone at once
-    wait_for(lambda: not front.connections)
-
-    async def journaled() -> int:
-        return gw.gateway.meter.stats().journaled
-
-    wait_for(lambda: gw.call(journaled()) >= 1)
-    gw.stop()
+    gw.stop()  # waits for the request whose client left to end and be billed
     rows = gw.ledger_rows("app = 'slow'")
     assert len(rows) == 1 and rows[0]["status"] == "cancelled"
     assert 0 < rows[0]["output_tokens"] < 3800
@@ -89,15 +90,18 @@ def test_client_leaves_before_a_whole_answer(tmp_path: Path) -> None:
     key = gw.create_key("default", app="gone")
     assert gw.server is not None and gw.server.front is not None
     front = gw.server.front
+    started = threading.Event()
+    serve = front.serve
+
+    async def observed_serve(conn: FrontConnection, req: FrontRequest) -> None:
+        started.set()
+        await serve(conn, req)
+
+    front.serve = observed_serve  # type: ignore[method-assign]
     with Client(gw.port) as c:
-        c.send(chat(key, 40))
-    wait_for(lambda: not front.connections)
-
-    async def journaled() -> int:
-        return gw.gateway.meter.stats().journaled
-
-    wait_for(lambda: gw.call(journaled()) >= 1)
-    gw.stop()
+        c.send(chat(key, 40))  # ~0.4 s on this profile
+        assert started.wait(10)
+    gw.stop()  # waits for the request whose client left to end and be billed
     rows = gw.ledger_rows("app = 'gone'")
     assert len(rows) == 1 and rows[0]["status"] == "ok" and rows[0]["output_tokens"] == 40
 

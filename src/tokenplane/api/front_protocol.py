@@ -102,7 +102,8 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         d = self._drain
         if d is not None and not d.done():
             d.set_exception(ConnectionResetError("the client closed the connection"))
-        self.server.closed(self)
+        if self._task is None:  # else when its request ends: a stop waits for it
+            self.server.closed(self)
 
     # -- httptools callbacks --------------------------------------------------------
     def on_url(self, url: bytes) -> None:
@@ -199,6 +200,8 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
             req.keep_alive = False
         finally:
             self._task = None
+            if self._lost:  # the client left mid-request; the request has now ended
+                self.server.closed(self)
             self._done(req)
 
     def _done(self, req: FrontRequest) -> None:

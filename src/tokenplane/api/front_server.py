@@ -41,7 +41,8 @@ log = logging.getLogger("tokenplane.api")
 
 class Front:
     """What the front's connections share: the routes, the relay, the open
-    connections (for a graceful stop)."""
+    connections (for a graceful stop; a connection whose client left stays until
+    its request ends, so that a stop waits for the request to be billed)."""
 
     def __init__(self, routes: OpenAIRoutes, relay: Relay, keepalive_s: float) -> None:
         self.routes = routes
