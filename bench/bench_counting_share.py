@@ -32,12 +32,11 @@ from typing import Any
 
 import aiohttp
 import orjson
-import uvloop
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_gateway import cpu_seconds, free_port, wait_port  # noqa: E402
+from bench_gateway import cpu_seconds, free_port, run_and_print, wait_port  # noqa: E402
 from bench_tokens import TOOLS, requests  # noqa: E402
 from tokenplane.config.loader import validate_config  # noqa: E402
 from tokenplane.pipeline.counting import ModelCounters  # noqa: E402
@@ -155,14 +154,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--out", type=Path)
-    args = ap.parse_args()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-        out = r.run(main_async(args))
-    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    run_and_print(main_async, ap.parse_args())
 
 
 if __name__ == "__main__":

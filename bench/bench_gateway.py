@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -261,6 +261,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
 
 
+def run_and_print(main_async: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+                  args: argparse.Namespace) -> None:
+    """Runs a benchmark's ``main_async(args)`` on uvloop and prints its JSON result;
+    also writes it to ``args.out`` when the benchmark has that option and it is set."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
+        out = r.run(main_async(args))
+    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    path: Path | None = getattr(args, "out", None)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=3)
@@ -268,14 +282,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--workers", type=int, default=1,
                     help="also run the pass-through and the gateways as N processes")
-    args = ap.parse_args()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-        out = r.run(main_async(args))
-    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    run_and_print(main_async, ap.parse_args())
 
 
 if __name__ == "__main__":

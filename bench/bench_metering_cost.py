@@ -12,7 +12,6 @@ pass-through, and the gateway process's CPU per request.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import subprocess
@@ -21,10 +20,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import orjson
-import uvloop
-
-from bench_gateway import GATEWAY_CONFIG, HERE, Target, free_port, run_load, wait_port
+from bench_gateway import (
+    GATEWAY_CONFIG,
+    HERE,
+    Target,
+    free_port,
+    run_and_print,
+    run_load,
+    wait_port,
+)
 
 VARIANTS = ("full", "nofsync", "nowait", "nojournal")
 
@@ -88,10 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=3.0)
-    args = ap.parse_args()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-        out = r.run(main_async(args))
-    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+    run_and_print(main_async, ap.parse_args())
 
 
 if __name__ == "__main__":

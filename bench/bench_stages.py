@@ -13,7 +13,6 @@ over rounds. Each time is the wall clock of the coroutine's own steps: while it 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import tempfile
 import time
@@ -24,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import uvloop
 import yaml
 
+from bench_gateway import run_and_print
 from tokenplane.app import build_gateway
 from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.schema import GatewayConfig
@@ -122,10 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--requests", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as r:
-        out = r.run(main_async(args))
-    print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+    run_and_print(main_async, ap.parse_args())
 
 
 if __name__ == "__main__":

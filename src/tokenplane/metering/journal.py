@@ -123,7 +123,8 @@ class Journal:
 
     @property
     def position(self) -> Position:
-        """Position after the last committed batch (writer thread's view)."""
+        """Position after the last record written (with the writer thread, the last
+        committed batch; on the loop, possibly a record whose sync is pending)."""
         return Position(self._segment, self._offset)
 
     def open(self) -> None:
