@@ -88,9 +88,10 @@ class SchedulerHub:
     def _cands(self, q: Queue) -> list[LiveEndpoint]:
         return self.router.candidates(q[0], q[1] or None)
 
-    def has_room(self, q: Queue, slo: SloClass) -> bool:
+    def has_room(self, cands: list[LiveEndpoint], slo: SloClass) -> bool:
+        """Whether one of ``cands`` (a queue's replicas that are up) has room for ``slo``."""
         now = self.clock()
-        return any(self.gate.accepts(e.snapshot(now), slo.gate_fraction) for e in self._cands(q))
+        return any(self.gate.accepts(e.snapshot(now), slo.gate_fraction) for e in cands)
 
     def target(self, alias: str, version: str | None, slo: SloClass) -> Target | None:
         """The queue to join and its replicas that are up: the alias's own when it has
@@ -106,10 +107,10 @@ class SchedulerHub:
         up = [(q, c) for q in (own, *((fb, "") for fb in fallbacks)) if (c := self._cands(q))]
         if not up:
             return None
-        if up[0][0] == own and (slo.sheddable or self.has_room(own, slo)):
+        if up[0][0] == own and (slo.sheddable or self.has_room(up[0][1], slo)):
             return up[0]
         for t in up:
-            if self.has_room(t[0], slo):
+            if self.has_room(t[1], slo):
                 return t
         return up[0]
 
