@@ -35,7 +35,7 @@ class Relay:
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value
         head_only = req.method == "HEAD"
         up: H1Connection | None = None
-        streaming = False
+        streaming = done = False
         try:
             up = await self.pool.request("GET" if head_only else req.method, req.target,
                                          headers, req.body)
@@ -50,26 +50,21 @@ class Relay:
                     conn.write_chunk(data)
                     await conn.drain()
                 conn.end_stream()
+            done = True
         except H1Error as exc:
-            if up is not None:
-                up.close()
             if streaming:  # the head went out: end the connection under the broken body
                 req.keep_alive = False
-                return
-            err = ApiError(502, f"The gateway could not reach its own routes: {exc}",
-                           code="relay_failed")
-            rid = self.new_id()
-            conn.respond(req, err.status, error_headers(err, rid), err.body())
-            return
+            else:
+                err = ApiError(502, f"The gateway could not reach its own routes: {exc}",
+                               code="relay_failed")
+                conn.respond(req, err.status, error_headers(err, self.new_id()), err.body())
         except ConnectionError:  # the client went away
-            if up is not None:
+            pass
+        finally:
+            if up is not None and done:
+                self.pool.release(up)  # reused only after a whole exchange
+            elif up is not None:
                 up.close()
-            return
-        except BaseException:
-            if up is not None:
-                up.close()
-            raise
-        self.pool.release(up)
 
     def close(self) -> None:
         self.pool.close()
