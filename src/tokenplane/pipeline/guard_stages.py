@@ -221,12 +221,7 @@ def _guard_messages(messages: list[Any], pol: GuardPolicy,
         else:
             untouched = _parts_clean(content, policy)
         if untouched and not isinstance(m.get("tool_calls"), list):
-            # nothing to report or change: passed on as it is (note_pii of nothing)
-            found = state.verdicts.get("pii")
-            if found is None:
-                found = state.verdicts["pii"] = {}
-            if where not in found:
-                found[where] = {}
+            state.note_pii(where)  # scanned, clean: passed on as it is
             if out is not None:
                 out.append(m)
             continue

@@ -41,15 +41,25 @@ class GuardState:
             vault = self._vault = Vault()
         return vault
 
-    def note_pii(self, where: str, findings: Iterable[Finding]) -> None:
-        """Count findings by entity type and action under ``verdicts["pii"][where]``."""
-        slot: dict[str, dict[str, int]] = self.verdicts.setdefault("pii", {}).setdefault(where, {})
+    def note_pii(self, where: str, findings: Iterable[Finding] = ()) -> None:
+        """Count findings by entity type and action under ``verdicts["pii"][where]``
+        (with none, the text at ``where`` was scanned and is clean)."""
+        slot = self._slot(where)
         for f in findings:
             by_action = slot.setdefault(f.entity_type, {})
             by_action[f.action.value] = by_action.get(f.action.value, 0) + 1
 
+    def _slot(self, where: str) -> dict[str, dict[str, int]]:
+        found = self.verdicts.get("pii")
+        if found is None:
+            found = self.verdicts["pii"] = {}
+        slot: dict[str, dict[str, int]] | None = found.get(where)
+        if slot is None:
+            slot = found[where] = {}
+        return slot
+
     def note_blocked(self, where: str, entity_types: list[str]) -> None:
-        slot = self.verdicts.setdefault("pii", {}).setdefault(where, {})
+        slot = self._slot(where)
         for t in entity_types:
             slot.setdefault(t, {})["block"] = 1
 
