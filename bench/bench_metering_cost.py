@@ -2,7 +2,8 @@
 
 The lean gateway (governance off) against itself with one part of the usage path taken
 out (``bench/gateway_variant.py``: no fdatasync; the answer not waiting for the journal;
-no journal at all), and the minimal pass-through, in one interleaved run against the
+no journal at all) or synced by its writer thread instead of on the event loop, and
+the minimal pass-through, in one interleaved run against the
 same mock upstream. Prints JSON: medians over rounds of req/s, the ratio to the
 pass-through, and the gateway process's CPU per request.
 
@@ -30,7 +31,7 @@ from bench_gateway import (
     wait_port,
 )
 
-VARIANTS = ("full", "nofsync", "nowait", "nojournal")
+VARIANTS = ("full", "thread", "nofsync", "nowait", "nojournal")
 
 
 def start(tmp: Path) -> list[Target]:

@@ -6,7 +6,9 @@ Only for ``bench/bench_metering_cost.py``; never a way to run the gateway.
 
 ``nofsync``: the journal writes but does not ``fdatasync``; ``nowait``: the answer does
 not wait for the journal (it still writes, syncs and flushes to the ledger);
-``nojournal``: no journal at all (nothing reaches the ledger).
+``nojournal``: no journal at all (nothing reaches the ledger); ``thread``: the journal
+syncs with its writer thread instead of on the event loop (native AIO), as where AIO is
+missing.
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ def apply(variant: str) -> None:
             return _done()
 
         setattr(journal.Journal, "append", no_wait)  # noqa: B010
+    elif variant == "thread":
+        init = journal.Journal.__init__
+
+        def thread_init(self: journal.Journal, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **{**kwargs, "use_aio": False})
+
+        setattr(journal.Journal, "__init__", thread_init)  # noqa: B010
     elif variant == "nojournal":
         setattr(journal.Journal, "append", lambda self, event: _done())  # noqa: B010
     else:
