@@ -27,7 +27,7 @@ from tokenplane.admission import (
     Amounts,
     Denial,
     LimitTable,
-    Principal,
+    Parties,
     RedisStore,
     Scope,
     ScopeLimits,
@@ -56,7 +56,7 @@ async def naive(ctl: aioredis.Redis, counter: str, rng: random.Random,
 async def stream(adm: Admission, rng: random.Random, key: str, res: dict[str, int]) -> None:
     prompt, actual = rng.randint(20, 60), rng.randint(10, 80)
     predicted = max(0, actual - rng.randint(0, 8))
-    scopes = Principal("acme", app="bench", key=key).scope_chain("m")
+    scopes = Parties("acme", app="bench", key=key).scope_chain("m")
     grant = await adm.reserve(scopes, Amounts(1, prompt, predicted), NOW)
     if isinstance(grant, Denial):
         res["denied"] += 1

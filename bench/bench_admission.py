@@ -32,7 +32,7 @@ from tokenplane.admission import (
     Scope,
     ScopeLimits,
 )
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.stores.base import CounterStore
 
 BIG = 10**12
 T0 = 1_700_000_000.0

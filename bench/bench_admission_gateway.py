@@ -24,15 +24,15 @@ import orjson
 import redis.asyncio as aioredis
 
 from tokenplane.admission import MemoryStore, RedisStore
-from tokenplane.admission.limit_store import LimitStore, LimitTarget
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.gateway.budget_alerts import BudgetAlerts
+from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.stores.base import CounterStore
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import AdmissionConfig, ModelConfig
+from tokenplane.meta.limit_store import LimitStore, LimitTarget
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.observe.metrics import GatewayMetrics
-from tokenplane.pipeline.admission_service import AdmissionService
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
-from tokenplane.pipeline.budget_alerts import BudgetAlerts
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
 

@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 from bench_gateway import cpu_seconds, free_port, run_and_print, wait_port  # noqa: E402
 from bench_tokens import TOOLS, requests  # noqa: E402
 from tokenplane.config.loader import validate_config  # noqa: E402
-from tokenplane.pipeline.counting import ModelCounters  # noqa: E402
+from tokenplane.tokens.model_counters import ModelCounters  # noqa: E402
 
 CONFIG = """
 models:
@@ -113,7 +113,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         up, gw = free_port(), free_port()
         cfg = Path(tmp) / "gw.yaml"
         cfg.write_text(CONFIG.format(up=up))
-        from tokenplane.auth.keystore import KeyStore
+        from tokenplane.meta.keystore import KeyStore
 
         home = Path(tmp) / "home"
         store = KeyStore(home / "meta.db")

@@ -130,7 +130,7 @@ def start_servers(tmp: Path, workers: int) -> list[Target]:
             [sys.executable, str(HERE / "passthrough.py"), str(port), upstream, client]
             + (["reuse"] if n > 1 else [])) for _ in range(n)]))
 
-    from tokenplane.auth.keystore import KeyStore
+    from tokenplane.meta.keystore import KeyStore
 
     def gateway(name: str, extra: str, n: int) -> None:
         home = tmp / name  # a data dir each (each worker has its own journal writer)

@@ -28,14 +28,15 @@ from tokenplane.auth.principal import Principal
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.governance.audit.log import AuditLog
-from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService, audit_redactor
+from tokenplane.governance.audit.service import AuditService, audit_redactor
+from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.counting import ModelCounters
-from tokenplane.pipeline.guard_policy import GuardPolicies
 from tokenplane.pipeline.guard_stages import InputGuardStage
 from tokenplane.pipeline.guard_state import GUARD, GuardState
 from tokenplane.pipeline.output_guard import StreamRewrite, guard_body
 from tokenplane.pipeline.stages import TokensStage
+from tokenplane.tokens.model_counters import ModelCounters
 
 SYSTEM = ("You are a helpful assistant for an insurance company. 请用中文或英文回答客户的问题，"
           "不要透露内部流程。Answer briefly and cite the policy section. ") * 4

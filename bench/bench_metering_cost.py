@@ -35,7 +35,7 @@ VARIANTS = ("full", "thread", "nofsync", "nowait", "nojournal")
 
 
 def start(tmp: Path) -> list[Target]:
-    from tokenplane.auth.keystore import KeyStore
+    from tokenplane.meta.keystore import KeyStore
 
     up = free_port()
     targets = [Target("upstream", up, [

@@ -27,8 +27,8 @@ import yaml
 
 from bench_gateway import run_and_print
 from tokenplane.app import build_gateway
-from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.schema import GatewayConfig
+from tokenplane.meta.keystore import KeyStore
 from tokenplane.pipeline.context import RequestContext
 
 CONFIG = """

@@ -3,7 +3,7 @@
 It forwards the body as it is and relays the upstream's bytes; no auth, no parsing,
 no metering. ``python bench/passthrough.py PORT UPSTREAM_URL [aiohttp|h1] [reuse]``: the
 client is aiohttp's ``ClientSession`` (what a Python proxy is usually written with;
-the issue's baseline) or the gateway's own HTTP/1.1 client (``tokenplane.upstream.h1``,
+the issue's baseline) or the gateway's own HTTP/1.1 client (``tokenplane.upstream.http1_client``,
 to show what the gateway costs over the same transport). ``reuse`` binds with
 SO_REUSEPORT, so several processes can share the port.
 """
@@ -17,7 +17,7 @@ import aiohttp
 import uvloop
 from aiohttp import web
 
-from tokenplane.upstream.h1 import H1Pool
+from tokenplane.upstream.http1_client import H1Pool
 
 Proxy = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

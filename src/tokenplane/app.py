@@ -10,31 +10,38 @@ from pathlib import Path
 from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
+from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
-from tokenplane.api.http import OPENAI_ROUTES, OpenAIRoutes, RequestIds, envelope_middleware
-from tokenplane.auth.keystore import KeyStore
-from tokenplane.auth.meta_stores import open_directory, open_key_store, open_limit_store
-from tokenplane.config.prices import price_book
+from tokenplane.api.openai_routes import (
+    OPENAI_ROUTES,
+    OpenAIRoutes,
+    RequestIds,
+    envelope_middleware,
+)
+from tokenplane.compose.governance import Governance, install_governance
+from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.service import EngineService
+from tokenplane.governance.audit.service import audit_root
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.limit_store import LimitStore
+from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.metering.meter import Meter
+from tokenplane.metering.price_book import price_book
 from tokenplane.observe.metrics import GatewayMetrics
-from tokenplane.observe.tracing import TRACER_NAME, SpanFinisher, otlp_provider
-from tokenplane.pipeline.admission_service import AdmissionService
+from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
-from tokenplane.pipeline.audit_stage import audit_root
-from tokenplane.pipeline.counting import ModelCounters
-from tokenplane.pipeline.governance_setup import Governance, install_governance
 from tokenplane.pipeline.meter_stage import MeterFinisher
-from tokenplane.pipeline.routing_setup import Routing, build_routing
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.stages import AuthStage, Stage, TokensStage, ValidateStage
+from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.pipeline.upstream_call import UpstreamCall
+from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
-from tokenplane.upstream.http import HttpTransport
+from tokenplane.upstream.http_transport import HttpTransport
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -55,6 +62,7 @@ class Gateway:
     pipeline: Pipeline
     services: list[EngineService] = field(default_factory=list)
     admission: AdmissionService | None = None
+    limits: LimitStore | None = None  # the metadata database's limits, read by admission
     # output lengths per (tenant, app, alias), observed by the meter finisher
     predictor: LengthPredictor = field(default_factory=LengthPredictor)
     tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
@@ -140,10 +148,9 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  predictor=LengthPredictor(default=config.admission.default_output_tokens))
     track_learning(gw)
     finisher = MeterFinisher(meter, metrics, counters.count_text, gw.predictor, counters)
+    gw.limits = open_limit_store(keys, home, config.admission.limits_reload_s)
     admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices, gw.predictor,
-                                       limits=open_limit_store(
-                                           keys, home, config.admission.limits_reload_s))
+                                       lambda: meter.prices, gw.predictor, limits=gw.limits)
     gw.admission = admission
     routing = gw.routing = build_routing(config, pools, gw.predictor, metrics, counters.count_text)
     stages: list[Stage] = [
@@ -205,8 +212,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     routes.install(app)
     app[OPENAI_ROUTES] = routes  # the HTTP/1.1 front serves the inference routes with it
     directory = open_directory(gw.keys)
-    assert gw.admission is not None
-    AdminRoutes(gw.keys, directory, gw.admission).install(app)
+    assert gw.admission is not None and gw.limits is not None
+    AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from tokenplane.admission import MemoryStore, RedisStore
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.stores.base import CounterStore
 
 REDIS_URL = os.environ.get("TOKENPLANE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 

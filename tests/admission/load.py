@@ -17,11 +17,11 @@ from tokenplane.admission import (
     Amounts,
     Denial,
     LimitTable,
-    Principal,
+    Parties,
     Scope,
     ScopeLimits,
 )
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.stores.base import CounterStore
 
 TENANT = "acme"
 TPM = 10_000
@@ -47,7 +47,7 @@ async def one_request(adm: Admission, res: LoadResult, rng: random.Random, key: 
                       now: float) -> None:
     prompt, actual = rng.randint(20, 60), rng.randint(10, 80)
     predicted = max(0, actual - rng.randint(0, 8))
-    scopes = Principal(TENANT, app="bench", key=key).scope_chain("m")
+    scopes = Parties(TENANT, app="bench", key=key).scope_chain("m")
     grant = await adm.reserve(scopes, Amounts(1, prompt, predicted), now)
     if isinstance(grant, Denial):
         res.denied += 1

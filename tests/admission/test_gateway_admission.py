@@ -15,7 +15,7 @@ from aiohttp import web
 
 from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tokenplane.admission import Scope
-from tokenplane.admission.limit_store import LimitTarget
+from tokenplane.meta.limit_store import LimitTarget
 
 MODEL = "sim-llama3-8b"
 MESSAGES: list[Any] = [{"role": "user", "content": "Name three prime numbers."}]

@@ -18,8 +18,8 @@ import aiohttp
 from tests.admission.conftest import REDIS_URL
 from tests.admission.gateway_procs import GatewayProcess, ledger, stream_chat, write_config
 from tokenplane.admission import Admission, RedisStore, Scope
-from tokenplane.admission.limit_store import LimitStore, LimitTarget
-from tokenplane.auth.keystore import KeyStore
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.limit_store import LimitStore, LimitTarget
 
 TENANT = "conc"
 LIMIT = 10_000

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from tests.gateway.harness import GatewayThread, free_port, sim_config
-from tokenplane.admission.limit_store import LimitTarget
+from tokenplane.meta.limit_store import LimitTarget
 
 MODEL = "sim-llama3-8b"
 MESSAGES: list[Any] = [{"role": "user", "content": "Tell me a story."}]

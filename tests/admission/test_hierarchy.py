@@ -9,7 +9,7 @@ from tokenplane.admission import (
     Denial,
     Grant,
     LimitTable,
-    Principal,
+    Parties,
     Scope,
     ScopeLimits,
 )
@@ -27,9 +27,9 @@ def _table() -> LimitTable:
 
 async def test_department_budget_stops_all_its_apps_only(store: CounterStore) -> None:
     adm = Admission(_table(), store)
-    bot = Principal("acme", department="eng", app="bot", key="kb").scope_chain("m")
-    etl = Principal("acme", department="eng", app="etl", key="ke").scope_chain("m")
-    rep = Principal("acme", department="ops", app="rep", key="kr").scope_chain("m")
+    bot = Parties("acme", department="eng", app="bot", key="kb").scope_chain("m")
+    etl = Parties("acme", department="eng", app="etl", key="ke").scope_chain("m")
+    rep = Parties("acme", department="ops", app="rep", key="kr").scope_chain("m")
     spend = await adm.reserve(bot, Amounts(1, 100, 100, 1_000), NOW)
     assert isinstance(spend, Grant)
     for chain in (bot, etl):
@@ -50,7 +50,7 @@ async def test_department_budget_stops_all_its_apps_only(store: CounterStore) ->
 
 async def test_model_specific_limit_applies_to_that_model_only(store: CounterStore) -> None:
     adm = Admission(_table(), store)
-    who = Principal("acme", department="ops", app="bot")
+    who = Parties("acme", department="ops", app="bot")
     for i in range(2):
         assert isinstance(await adm.reserve(who.scope_chain("gpt-x"), Amounts(1), NOW + i),
                           Grant)
@@ -67,7 +67,7 @@ async def test_allowed_tokens_clamps_to_the_tightest_scope(store: CounterStore) 
         Scope("key", "k"): ScopeLimits(tokens_per_day=300),
     })
     adm = Admission(table, store)
-    chain = Principal("acme", key="k").scope_chain()
+    chain = Parties("acme", key="k").scope_chain()
     assert await adm.allowed_tokens(chain, NOW, prompt_tokens=50) == 250
     g = await adm.reserve(chain, Amounts(1, 50, 200), NOW)
     assert isinstance(g, Grant)
@@ -83,7 +83,7 @@ async def test_openai_ratelimit_headers_from_headroom_and_denial(store: CounterS
     table = LimitTable({Scope("tenant", "acme"): ScopeLimits(rpm=5, tpm=1_000),
                         Scope("key", "k"): ScopeLimits(rpm=3, max_concurrent=9)})
     adm = Admission(table, store)
-    chain = Principal("acme", key="k").scope_chain()
+    chain = Parties("acme", key="k").scope_chain()
     g = await adm.reserve(chain, Amounts(1, 100, 150), NOW)
     assert isinstance(g, Grant)
     assert ratelimit_headers(g.headroom) == {

@@ -12,16 +12,16 @@ from hypothesis import strategies as st
 
 from tests.gateway.harness import sim_config
 from tokenplane.admission import LimitError, MemoryStore, ResilientStore, Scope, ScopeLimits
-from tokenplane.admission.limit_store import (
+from tokenplane.app import build_gateway
+from tokenplane.config.loader import validate_config
+from tokenplane.meta.limit_store import (
     LimitStore,
     LimitTarget,
-    admission_principal,
+    admission_parties,
     budget_micros,
     limits_from_dict,
     limits_to_dict,
 )
-from tokenplane.app import build_gateway
-from tokenplane.config.loader import validate_config
 
 
 def test_set_merges_validates_and_deletes(tmp_path: Path) -> None:
@@ -43,8 +43,8 @@ def test_set_merges_validates_and_deletes(tmp_path: Path) -> None:
 
 
 def test_scope_ids_are_tenant_qualified() -> None:
-    a = admission_principal("a", "eng", "bot", "key_1", "u1").scope_chain("m")
-    b = admission_principal("b", "eng", "bot", "key_2", "u1").scope_chain("m")
+    a = admission_parties("a", "eng", "bot", "key_1", "u1").scope_chain("m")
+    b = admission_parties("b", "eng", "bot", "key_2", "u1").scope_chain("m")
     assert not set(a) & set(b)  # two tenants' same-named departments never share limits
     assert LimitTarget("a", department="eng", app="bot").scope() == Scope("app", "a/eng/bot")
     assert LimitTarget("a", app="bot").scope() == Scope("app", "a//bot")

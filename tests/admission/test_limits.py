@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenplane.admission import LimitError, LimitTable, Period, Principal, Scope, ScopeLimits
+from tokenplane.admission import LimitError, LimitTable, Parties, Period, Scope, ScopeLimits
 from tokenplane.admission.limits import LimitRule
 
 
@@ -49,12 +49,12 @@ def test_bad_rules_are_refused() -> None:
 
 
 def test_scope_chain_lists_every_level_with_model_variants() -> None:
-    chain = Principal("acme", department="eng", app="bot", key="k1", user="u9").scope_chain("m")
+    chain = Parties("acme", department="eng", app="bot", key="k1", user="u9").scope_chain("m")
     assert [s.label for s in chain] == [
         "tenant:acme", "tenant:acme@m", "department:eng", "department:eng@m",
         "app:bot", "app:bot@m", "key:k1", "key:k1@m", "user:u9", "user:u9@m",
     ]
-    assert [s.label for s in Principal("acme", app="bot").scope_chain()] == [
+    assert [s.label for s in Parties("acme", app="bot").scope_chain()] == [
         "tenant:acme", "app:bot"]
     with pytest.raises(ValueError):
         Scope("galaxy", "x")  # type: ignore[arg-type]

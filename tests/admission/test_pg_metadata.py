@@ -20,8 +20,8 @@ import openai
 import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
-from tokenplane.auth.pg_meta import PgMeta, apply_meta_migrations
-from tokenplane.auth.pg_stores import PgKeyStore
+from tokenplane.meta.pg_meta import PgMeta, apply_meta_migrations
+from tokenplane.meta.pg_stores import PgKeyStore
 
 PG_DSN = os.environ.get("TOKENPLANE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 MODEL = "sim-llama3-8b"

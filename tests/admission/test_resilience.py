@@ -138,7 +138,7 @@ async def test_redis_stopped_during_traffic_then_back(private_redis: PrivateRedi
 
 async def test_make_store_follows_configuration() -> None:
     from tokenplane.admission import MemoryStore
-    from tokenplane.admission.factory import make_store
+    from tokenplane.admission.stores.factory import make_store
 
     assert isinstance(make_store(None), MemoryStore)
     store = make_store(f"redis://127.0.0.1:{_free_port()}", failure_mode="fail_open",

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from tokenplane.api.front_server import GatewayServer
+from tokenplane.api.front.server import GatewayServer
 from tokenplane.app import GATEWAY_KEY, Gateway, build_app
 from tokenplane.config.loader import validate_config
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.harness import GatewayThread, sim_config
 from tokenplane.config.loader import validate_config
-from tokenplane.pipeline.counting import ModelCounters
+from tokenplane.tokens.model_counters import ModelCounters
 
 MODEL = "sim-llama3-8b"
 WORDS = ["the", "invoice", "ledger", "records", "every", "token", "that", "a", "tenant",

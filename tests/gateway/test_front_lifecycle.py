@@ -15,8 +15,8 @@ import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
 from tests.gateway.raw_http import Answer, Client, request
-from tokenplane.api.front_protocol import FrontConnection
-from tokenplane.api.front_wire import FrontRequest
+from tokenplane.api.front.protocol import FrontConnection
+from tokenplane.api.front.wire import FrontRequest
 
 MODEL = "sim-llama3-8b"
 

@@ -123,7 +123,7 @@ def test_relay_reaches_a_dead_app_as_502(gw: GatewayThread) -> None:
     good = relay.pool
 
     async def swap(port: int) -> None:
-        from tokenplane.upstream.h1 import H1Pool
+        from tokenplane.upstream.http1_client import H1Pool
 
         relay.pool = H1Pool(f"http://127.0.0.1:{port}") if port else good
 

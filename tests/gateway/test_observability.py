@@ -23,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tokenplane.config.loader import ConfigError, validate_config
-from tokenplane.observe.tracing import SpanFinisher, traces_url
+from tokenplane.observe.tracing import traces_url
+from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.tokens.predictor import LengthKey, Prediction
 
 MODEL = "sim-llama3-8b"

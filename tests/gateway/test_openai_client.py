@@ -123,7 +123,7 @@ def test_revoked_key_refused_at_once(gateway: GatewayThread) -> None:
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)  # type: ignore[arg-type]
     # revoke through a second store on the same database, as the CLI does
-    from tokenplane.auth.keystore import KeyStore
+    from tokenplane.meta.keystore import KeyStore
 
     other = KeyStore(gateway.home / "meta.db")
     assert other.revoke(rec.id)

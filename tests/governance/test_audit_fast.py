@@ -23,20 +23,18 @@ from tokenplane.governance.audit.chain import seal
 from tokenplane.governance.audit.content import STRUCTURAL_KEYS, redact_tree
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.log import AuditLog, _day
+from tokenplane.governance.audit.service import MAX_BATCH, AuditService, audit_redactor
+from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import redact, scan
 from tokenplane.pipeline.admission_stage import TICKET
 from tokenplane.pipeline.audit_stage import (
-    MAX_BATCH,
     AuditFinisher,
-    AuditService,
     _limits,
     _response,
     _text_of,
     _tokens,
-    audit_redactor,
 )
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_policy import GuardPolicies
 from tokenplane.pipeline.guard_state import BLOCK_CODES, GUARD, GuardState, guard_state
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.sse import frame

@@ -19,7 +19,7 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.server import build_engine_app
 from tokenplane.engine.service import EngineService
-from tokenplane.pipeline.counting import ModelCounters
+from tokenplane.tokens.model_counters import ModelCounters
 
 
 class RecordingSim:

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.governance.audit.keyfile import audit_key
+from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import PiiAction
-from tokenplane.pipeline.guard_policy import GuardPolicies
 
 
 def gov(**kw: object) -> GovernanceConfig:

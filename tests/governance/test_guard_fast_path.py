@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from tokenplane.api.errors import ApiError
 from tokenplane.auth.principal import Principal
 from tokenplane.config.governance_schema import GovernanceConfig
+from tokenplane.errors import GatewayError
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.analyzer_cache import CachedAnalyzer
+from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.injection.detector import HeuristicDetector, Source
 from tokenplane.pipeline import guard_stages
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_policy import GuardPolicies
 from tokenplane.pipeline.guard_stages import InputGuardStage, message_text, screened_texts
 from tokenplane.pipeline.guard_state import GUARD, GuardState
 
@@ -86,7 +86,7 @@ def _outcome(stage: InputGuardStage, operation: str, body: dict[str, Any]) -> di
     error = None
     try:
         asyncio.run(stage.run(ctx))
-    except ApiError as exc:
+    except GatewayError as exc:
         error = (type(exc).__name__, exc.status, exc.code, exc.message)
     state = ctx.extra[GUARD]
     assert isinstance(state, GuardState)

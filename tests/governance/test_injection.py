@@ -4,7 +4,7 @@ import base64
 
 import pytest
 
-from tokenplane.api.errors import ApiError
+from tokenplane.errors import GatewayError
 from tokenplane.governance.injection.detector import (
     CompositeDetector,
     HeuristicDetector,
@@ -145,6 +145,6 @@ def test_screen_picks_worst_source_and_blocks() -> None:
     assert result.action is InjectionAction.FLAG and result.source == "context"
     with pytest.raises(InjectionBlocked) as info:
         screen(texts, DETECTOR, InjectionPolicy(mode=InjectionAction.BLOCK))
-    err: ApiError = info.value
+    err: GatewayError = info.value
     assert err.status == 400 and err.code == "prompt_injection_blocked"
     assert "leak" not in err.message  # labels and score only, never content

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from tokenplane.errors import error_body
 from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiAction, PiiBlocked, PiiPolicy, apply, redact
 from tokenplane.governance.vault import Vault
@@ -42,7 +43,7 @@ def test_block_names_types_never_values() -> None:
     assert err.status == 400 and err.code == "pii_blocked"
     assert err.entity_types == ["API_KEY", "CN_ID_CARD"]
     assert ID not in err.message and "sk-" not in err.message
-    assert b"CN_ID_CARD" in err.body()
+    assert b"CN_ID_CARD" in error_body(err)
 
 
 def test_string_actions_are_enforced() -> None:

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplane.config.governance_schema import GovernanceConfig
+from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.vault import PLACEHOLDER_RE
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_policy import GuardPolicies
 from tokenplane.pipeline.guard_state import GuardState
 from tokenplane.pipeline.output_guard import StreamRewrite
 

@@ -9,8 +9,9 @@ from tests.metering.factories import make_event
 from tokenplane.metering.journal import Journal, JournalBusy
 from tokenplane.metering.journal_files import WriterLock
 from tokenplane.metering.meter import Meter
+from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
-from tokenplane.metering.sinks import LedgerSink, open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 
 async def _count(sink: LedgerSink) -> int:

@@ -14,7 +14,8 @@ import orjson
 from tests.metering.factories import make_event
 from tokenplane.metering.journal import Journal
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.sinks import LedgerSink, open_sink
+from tokenplane.metering.open_sink import open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 WORKER = Path(__file__).with_name("writer_proc.py")
 REPO = Path(__file__).resolve().parents[2]

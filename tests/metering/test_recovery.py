@@ -10,7 +10,8 @@ from tokenplane.metering.flusher import replay_writer_dir
 from tokenplane.metering.journal import Journal
 from tokenplane.metering.journal_files import read_pending, segment_numbers, write_checkpoint
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.sinks import LedgerSink, open_sink
+from tokenplane.metering.open_sink import open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 
 async def _journal_only(data_dir: Path, count: int, segment_bytes: int = 1 << 26) -> Path:

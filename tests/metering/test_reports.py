@@ -9,6 +9,7 @@ import orjson
 import pytest
 
 from tests.metering.factories import make_event
+from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.reports import (
     choose_grain,
     fingerprint_report,
@@ -18,7 +19,7 @@ from tokenplane.metering.reports import (
     top_consumers,
     usage_report,
 )
-from tokenplane.metering.sinks import LedgerSink, open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 DAY0 = 1_699_920_000  # 2023-11-14 00:00:00 UTC
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tokenplane.upstream.h1 import H1ConnectError, H1Connection, H1Error, H1Pool, Origin
+from tokenplane.upstream.http1_client import H1ConnectError, H1Connection, H1Error, H1Pool, Origin
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

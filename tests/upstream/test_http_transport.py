@@ -7,7 +7,7 @@ from aiohttp import web
 
 from tests.upstream.test_h1 import _serve
 from tokenplane.config.schema import TimeoutConfig
-from tokenplane.upstream.http import HttpTransport
+from tokenplane.upstream.http_transport import HttpTransport
 from tokenplane.upstream.types import UpstreamRequest, UpstreamResponse
 
 

@@ -8,11 +8,9 @@ and a :class:`CounterStore` (:class:`MemoryStore`, :class:`RedisStore`, wrapped 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit, LimitTable
 from tokenplane.admission.errors import denial_error, unavailable_error
-from tokenplane.admission.factory import make_store
 from tokenplane.admission.headers import denial_headers, ratelimit_headers
 from tokenplane.admission.limiter import Admission
 from tokenplane.admission.limits import LimitError, LimitRule, ScopeLimits
-from tokenplane.admission.memory_store import MemoryStore
 from tokenplane.admission.outcomes import (
     Alert,
     DebitResult,
@@ -24,10 +22,12 @@ from tokenplane.admission.outcomes import (
 )
 from tokenplane.admission.periods import Period
 from tokenplane.admission.planning import ReservationPlan, plan_reservation
-from tokenplane.admission.redis_store import RedisStore
-from tokenplane.admission.resilient import ResilienceStats, ResilientStore
-from tokenplane.admission.scopes import Principal, Scope
-from tokenplane.admission.store import CounterStore, StoreUnavailable
+from tokenplane.admission.scopes import Parties, Scope
+from tokenplane.admission.stores.base import CounterStore, StoreUnavailable
+from tokenplane.admission.stores.factory import make_store
+from tokenplane.admission.stores.memory import MemoryStore
+from tokenplane.admission.stores.redis import RedisStore
+from tokenplane.admission.stores.resilient import ResilienceStats, ResilientStore
 
 __all__ = [
     "Admission",
@@ -44,8 +44,8 @@ __all__ = [
     "LimitStatus",
     "LimitTable",
     "MemoryStore",
+    "Parties",
     "Period",
-    "Principal",
     "RedisStore",
     "ReservationPlan",
     "ResilienceStats",

@@ -9,7 +9,7 @@ from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import LimitTable, rebind
 from tokenplane.admission.outcomes import DebitResult, Denial, Grant, LimitStatus, Settlement
 from tokenplane.admission.scopes import Scope, tenant_of
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.stores.base import CounterStore
 
 
 class Admission:

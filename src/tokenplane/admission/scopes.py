@@ -40,7 +40,7 @@ class Scope:
 
 
 @dataclass(frozen=True, slots=True)
-class Principal:
+class Parties:
     """The parties a request acts for; only ``tenant`` is required."""
 
     tenant: str
@@ -78,3 +78,15 @@ def tenant_of(scopes: Sequence[Scope]) -> str:
         if scope.kind == "tenant":
             return scope.id
     raise ValueError("a scope chain must contain its tenant scope")
+
+
+def admission_parties(tenant: str, department: str | None = None, app: str | None = None,
+                        key_id: str | None = None, user: str | None = None) -> Parties:
+    """The admission principal of a caller, with tenant-qualified scope ids."""
+    return Parties(
+        tenant=tenant,
+        department=f"{tenant}/{department}" if department else None,
+        app=f"{tenant}/{department or ''}/{app}" if app else None,
+        key=key_id or None,
+        user=f"{tenant}/{user}" if user else None,
+    )

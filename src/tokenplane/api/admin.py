@@ -13,19 +13,19 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokenplane.admission.limit_store import (
+from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.limits import LimitError
+from tokenplane.admission.stores.base import StoreUnavailable
+from tokenplane.auth.principal import Principal
+from tokenplane.errors import GatewayError, invalid
+from tokenplane.meta.directory import Directory
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.limit_store import (
     LimitStore,
     LimitTarget,
     budget_micros,
     limits_to_dict,
 )
-from tokenplane.admission.limits import LimitError
-from tokenplane.admission.store import StoreUnavailable
-from tokenplane.api.admin_directory import Directory
-from tokenplane.api.errors import ApiError, invalid
-from tokenplane.auth.keystore import KeyStore
-from tokenplane.auth.principal import Principal
-from tokenplane.pipeline.admission_service import AdmissionService
 
 PREFIX = "/admin/v1"
 _TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
@@ -79,14 +79,12 @@ def limit_changes(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class AdminRoutes:
-    def __init__(self, keys: KeyStore, directory: Directory, svc: AdmissionService) -> None:
+    def __init__(self, keys: KeyStore, directory: Directory, svc: AdmissionService,
+                 limits: LimitStore) -> None:
         self.keys = keys
         self.directory = directory
         self.svc = svc
-
-    @property
-    def limits(self) -> LimitStore:
-        return self.svc.limits
+        self.limits = limits  # the same store the admission service reads
 
     def install(self, app: web.Application) -> None:
         r = app.router
@@ -114,20 +112,20 @@ class AdminRoutes:
         scheme, _, key = auth.partition(" ")
         principal = self.keys.authenticate(key.strip()) if scheme.lower() == "bearer" else None
         if principal is None:
-            raise ApiError(401, "A valid admin API key is required.", code="invalid_api_key")
+            raise GatewayError(401, "A valid admin API key is required.", code="invalid_api_key")
         return principal
 
     def _admin(self, request: web.Request) -> Principal:
         principal = self._caller(request)
         if not principal.admin:
-            raise ApiError(403, "This operation needs an API key with the admin scope.",
+            raise GatewayError(403, "This operation needs an API key with the admin scope.",
                            code="admin_required")
         return principal
 
     def _tenant(self, request: web.Request) -> str:
         tenant = request.match_info["tenant"]
         if not self.directory.has_tenant(tenant):
-            raise ApiError(404, f"No tenant '{tenant}'.", code="tenant_not_found")
+            raise GatewayError(404, f"No tenant '{tenant}'.", code="tenant_not_found")
         return tenant
 
     # --- tenants, departments, apps ---------------------------------------------
@@ -163,7 +161,7 @@ class AdminRoutes:
         self._admin(request)
         tenant, dept = self._tenant(request), request.match_info["department"]
         if not self.directory.delete_department(tenant, dept):
-            raise ApiError(404, f"No department '{dept}' in '{tenant}'.", code="not_found")
+            raise GatewayError(404, f"No department '{dept}' in '{tenant}'.", code="not_found")
         return _json({"deleted": dept})
 
     async def list_apps(self, request: web.Request) -> web.Response:
@@ -183,7 +181,7 @@ class AdminRoutes:
         tenant, app = self._tenant(request), request.match_info["app"]
         dept = request.query.get("department") or None
         if not self.directory.delete_app(tenant, dept, app):
-            raise ApiError(404, f"No app '{app}' in '{tenant}'.", code="not_found")
+            raise GatewayError(404, f"No app '{app}' in '{tenant}'.", code="not_found")
         return _json({"deleted": app})
 
     # --- keys -------------------------------------------------------------------
@@ -209,7 +207,7 @@ class AdminRoutes:
         self._admin(request)
         key_id = request.match_info["key_id"]
         if not self.keys.revoke(key_id):
-            raise ApiError(404, f"No active key '{key_id}'.", code="not_found")
+            raise GatewayError(404, f"No active key '{key_id}'.", code="not_found")
         return _json({"revoked": key_id})
 
     # --- limits -------------------------------------------------------------------
@@ -239,7 +237,7 @@ class AdminRoutes:
         self._admin(request)
         tgt = target_of(dict(request.query))
         if not self.limits.delete(tgt):
-            raise ApiError(404, f"No limits for {tgt.scope().label}.", code="not_found")
+            raise GatewayError(404, f"No limits for {tgt.scope().label}.", code="not_found")
         self.svc.refresh()
         return _json({"deleted": tgt.as_dict()})
 
@@ -249,7 +247,7 @@ class AdminRoutes:
         tenant = request.match_info["tenant"]
         if not caller.admin and caller.tenant != tenant:
             # Never confirm another tenant's existence or data.
-            raise ApiError(403, "A key may read its own tenant's budget only.",
+            raise GatewayError(403, "A key may read its own tenant's budget only.",
                            code="forbidden")
         now = time.time()
         out: list[dict[str, Any]] = []
@@ -262,6 +260,6 @@ class AdminRoutes:
                      "spent": s.spent, "reserved": s.reserved, "remaining": s.remaining,
                      "resets_at": s.resets_at} for s in statuses]})
         except StoreUnavailable as exc:
-            raise ApiError(503, f"The admission store is unreachable: {exc}",
+            raise GatewayError(503, f"The admission store is unreachable: {exc}",
                            code="admission_unavailable") from None
         return _json({"tenant": tenant, "ts": now, "scopes": out})

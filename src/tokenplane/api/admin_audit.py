@@ -18,9 +18,9 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-from tokenplane.api.errors import ApiError, invalid
-from tokenplane.auth.keystore import KeyStore
+from tokenplane.errors import GatewayError, invalid
 from tokenplane.governance.audit.multi import VERDICTS, matching, newest
+from tokenplane.meta.keystore import KeyStore
 from tokenplane.metering.reports import parse_time_bound
 
 PATH = "/admin/v1/audit"
@@ -62,16 +62,16 @@ class AdminAuditRoutes:
         auth = request.headers.get("authorization") or ""
         scheme, _, key = auth.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            raise ApiError(401, "You didn't provide an API key. Send it as 'Authorization: "
+            raise GatewayError(401, "You didn't provide an API key. Send it as 'Authorization: "
                            "Bearer <key>'.", code="missing_api_key")
         principal = self.keys.authenticate(key.strip())
         if principal is None:
-            raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+            raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
         asked = request.query.get("tenant") or None
         if principal.admin:
             tenant = asked
         elif asked and asked != principal.tenant:
-            raise ApiError(403, "This key may only read its own tenant's audit records.",
+            raise GatewayError(403, "This key may only read its own tenant's audit records.",
                            code="permission_denied", param="tenant")
         else:
             tenant = principal.tenant

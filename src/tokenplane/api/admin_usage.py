@@ -21,9 +21,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokenplane.api.errors import ApiError, invalid
-from tokenplane.auth.keystore import KeyStore
 from tokenplane.auth.principal import Principal
+from tokenplane.errors import GatewayError, invalid
+from tokenplane.meta.keystore import KeyStore
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -45,11 +45,11 @@ def _principal(keys: KeyStore, request: web.Request) -> Principal:
     scheme, _, key = auth.partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key:
-        raise ApiError(401, "You didn't provide an API key. Send it as 'Authorization: "
+        raise GatewayError(401, "You didn't provide an API key. Send it as 'Authorization: "
                        "Bearer <key>'.", code="missing_api_key")
     principal = keys.authenticate(key)
     if principal is None:
-        raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+        raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
     return principal
 
 
@@ -59,7 +59,7 @@ def scope_tenant(principal: Principal, asked: str | None) -> str | None:
     if principal.admin:
         return asked or None
     if asked and asked != principal.tenant:
-        raise ApiError(403, "This key may only read its own tenant's usage.",
+        raise GatewayError(403, "This key may only read its own tenant's usage.",
                        code="permission_denied", param="tenant")
     return principal.tenant
 

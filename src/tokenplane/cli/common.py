@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tokenplane.auth.keystore import KeyStore
-from tokenplane.auth.meta_stores import database_url, open_key_store
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.open_stores import database_url, open_key_store
 
 
 def data_dir(explicit: str | None = None) -> Path:

@@ -16,14 +16,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenplane.admission.limit_store import (
+from tokenplane.admission.limits import LimitError
+from tokenplane.cli.common import data_dir
+from tokenplane.meta.limit_store import (
     LimitTarget,
     budget_micros,
     limits_to_dict,
 )
-from tokenplane.admission.limits import LimitError
-from tokenplane.auth.meta_stores import database_url, open_limits
-from tokenplane.cli.common import data_dir
+from tokenplane.meta.open_stores import database_url, open_limits
 
 Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
 Tenant = Annotated[str, typer.Option(help="Tenant.")]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
     """On first start: a default tenant and an admin key, printed once."""
-    from tokenplane.auth.meta_stores import open_key_store
+    from tokenplane.meta.open_stores import open_key_store
 
     home = Path(cfg.data_dir or ".tokenplane")
     store = open_key_store(home, cfg.database_url)
@@ -80,7 +80,7 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
                  banner: Callable[[str], None] | None, early: threading.Event) -> None:
     """The HTTP/1.1 front on host:port, the aiohttp application behind it, until SIGINT
     or SIGTERM; then a graceful stop (requests in flight get up to 30 s)."""
-    from tokenplane.api.front_server import GatewayServer
+    from tokenplane.api.front.server import GatewayServer
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
 
         from tokenplane.config.schema import ModelConfig
         from tokenplane.engine.server import serve_replicas
-        from tokenplane.pipeline.counting import ModelCounters
+        from tokenplane.tokens.model_counters import ModelCounters
 
         mc = ModelConfig(alias=model, tokenizer=tokenizer, chat_template=chat_template,
                          context_window=max_model_len, backends=[{"type": "sim"}])  # type: ignore[list-item]

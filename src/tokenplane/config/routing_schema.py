@@ -61,11 +61,30 @@ class RoutingConfig(_Strict):
     breaker: BreakerConfig = Field(default_factory=lambda: BreakerConfig())  # type: ignore[call-arg]
 
 
+class SloClassSpec(_Strict):
+    """One SLO class in config (``scheduling.classes.<name>``); see scheduling/slo.py."""
+
+    priority: int = 0  # the band: lower is served first
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    deadline_s: float | None = Field(None, gt=0)
+    sheddable: bool = False
+    gate_fraction: float = Field(1.0, gt=0, le=1)
+
+
+# The classes a config without ``scheduling.classes`` gets: interactive (TTFT <= 1 s,
+# TPOT <= 50 ms) and batch (a 10-minute deadline, sheddable, half a replica at most).
+DEFAULT_SLO_CLASSES: dict[str, dict[str, Any]] = {
+    "interactive": {"priority": 0, "ttft_s": 1.0, "tpot_s": 0.05},
+    "batch": {"priority": 1, "deadline_s": 600.0, "sheddable": True, "gate_fraction": 0.5},
+}
+
+
 class SchedulingConfig(_Strict):
     """The gateway queue: SLO classes, how requests pick one, and the gate's limits."""
 
     enabled: bool = True
-    classes: dict[str, dict[str, Any]] = Field(default_factory=dict)  # {} = defaults
+    classes: dict[str, SloClassSpec] = Field(default_factory=dict)  # {} = the defaults
     default_class: str = "interactive"
     header: str = "x-tokenplane-slo-class"
     by_app: dict[str, str] = Field(default_factory=dict)
@@ -80,12 +99,15 @@ class SchedulingConfig(_Strict):
     # of aging, to requests that can still meet theirs; 0 turns it off
     late_defer_s: float = Field(30.0, ge=0)
 
+    def class_specs(self) -> dict[str, dict[str, Any]]:
+        """``{name: spec}`` of the configured classes, or of the defaults."""
+        if not self.classes:
+            return {n: dict(spec) for n, spec in DEFAULT_SLO_CLASSES.items()}
+        return {n: c.model_dump(exclude_none=True) for n, c in self.classes.items()}
+
     @model_validator(mode="after")
     def _known_classes(self) -> SchedulingConfig:
-        from tokenplane.scheduling.slo import default_slo_classes, slo_classes_from_config
-
-        names = set(slo_classes_from_config(self.classes) if self.classes
-                    else default_slo_classes())
+        names = set(self.classes or DEFAULT_SLO_CLASSES)
         used = {self.default_class, *self.by_app.values(), *self.by_key.values(),
                 *self.by_tenant.values()}
         unknown = sorted(used - names)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tokenplane.api.errors import invalid
+from tokenplane.errors import invalid
 from tokenplane.tokens.base import Tokenizer
 
 PromptIds = Callable[[dict[str, Any], str], list[int]]

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from tokenplane.api.errors import invalid
 from tokenplane.engine.textgen import prompt_seed
 from tokenplane.engine.validation import check_model
+from tokenplane.errors import invalid
 from tokenplane.tokens.base import Tokenizer
 
 DEFAULT_EMBEDDING_DIM = 256

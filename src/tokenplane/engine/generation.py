@@ -13,9 +13,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tokenplane.api.errors import ApiError
 from tokenplane.engine.core import FinishedRequest
 from tokenplane.engine.openai_format import DONE, Formatter, usage
+from tokenplane.errors import GatewayError
 
 QueueItem = int | FinishedRequest | None
 
@@ -69,7 +69,7 @@ class Generation:
                     return item
                 if item is None:
                     self.done = True
-                    raise ApiError(503, "the engine is shutting down", code="shutting_down")
+                    raise GatewayError(503, "the engine is shutting down", code="shutting_down")
         finally:
             self.abort()
 

@@ -40,7 +40,6 @@ from typing import Any
 
 import orjson
 
-from tokenplane.api.errors import ApiError, invalid
 from tokenplane.engine.core import Engine, EngineRequest, StepResult
 from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
@@ -55,6 +54,7 @@ from tokenplane.engine.validation import (
     parse_generation,
     parse_json_object,
 )
+from tokenplane.errors import GatewayError, error_body, invalid
 from tokenplane.tokens.base import Tokenizer
 
 __all__ = ["EngineService", "ServiceResponse", "SimulatedDrop"]
@@ -239,17 +239,17 @@ class EngineService:
     ) -> ServiceResponse:
         try:
             return await self._route(method.upper(), path, body, headers)
-        except ApiError as err:
-            return ServiceResponse(err.status, {**JSON, **err.headers}, err.body(), None)
+        except GatewayError as err:
+            return ServiceResponse(err.status, {**JSON, **err.headers}, error_body(err), None)
 
     async def _route(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str]
     ) -> ServiceResponse:
         entry = self._routes.get(path)
         if entry is None:
-            raise ApiError(404, f"no route for {path}", code="not_found")
+            raise GatewayError(404, f"no route for {path}", code="not_found")
         if method != entry[0]:
-            raise ApiError(405, f"{path} accepts {entry[0]}, not {method}",
+            raise GatewayError(405, f"{path} accepts {entry[0]}, not {method}",
                            code="method_not_allowed")
         if method == "POST":
             data = parse_json_object(body)
@@ -259,7 +259,7 @@ class EngineService:
             data = {}
         status = _int_header(headers, "x-sim-fail", 400, 599)
         if status is not None:
-            raise ApiError(status, f"simulated failure (x-sim-fail: {status})",
+            raise GatewayError(status, f"simulated failure (x-sim-fail: {status})",
                            code="simulated_failure")
         result: ServiceResponse = await entry[1](data, headers)
         return result
@@ -293,7 +293,7 @@ class EngineService:
         gen = Generation(rid, prompt_len, words, finish, reasoning, fmt, self._abort)
         if self._task is None:
             if self._closed:
-                raise ApiError(503, "the engine is shut down", code="shutting_down")
+                raise GatewayError(503, "the engine is shut down", code="shutting_down")
             await self.start()
         now = self._clock()
         req = EngineRequest(rid, prompt_len, n_out, block_hashes(ids, self._block_size), now)
@@ -358,6 +358,6 @@ class EngineService:
 
     async def _recorded(self, body: Body, headers: Headers) -> ServiceResponse:
         if self._record is None:
-            raise ApiError(404, "request recording is off (record_bodies=False)",
+            raise GatewayError(404, "request recording is off (record_bodies=False)",
                            code="not_found")
         return ServiceResponse(200, dict(JSON), orjson.dumps(list(self._record)), None)

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from tokenplane.api.errors import ApiError, invalid
+from tokenplane.errors import GatewayError, invalid
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
@@ -145,5 +145,5 @@ def parse_generation(body: dict[str, Any], endpoint: str) -> GenParams:
 def check_model(requested: str | None, served: str) -> None:
     """vLLM answers 404 for a model it does not serve."""
     if requested is not None and requested != served:
-        raise ApiError(404, f"The model `{requested}` does not exist.", code="model_not_found",
+        raise GatewayError(404, f"The model `{requested}` does not exist.", code="model_not_found",
                        param="model")

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from tokenplane.api.errors import ApiError
 from tokenplane.governance.analyzer import Analyzer
+from tokenplane.governance.errors import PolicyViolation
 from tokenplane.governance.masking import mask_value
 from tokenplane.governance.vault import Vault
 
@@ -33,7 +33,7 @@ class Finding:
     action: PiiAction
 
 
-class PiiBlocked(ApiError):
+class PiiBlocked(PolicyViolation):
     """A 400 naming the entity types that a policy blocks (never the values)."""
 
     def __init__(self, entity_types: list[str]) -> None:

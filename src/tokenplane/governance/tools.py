@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tokenplane.api.errors import ApiError
+from tokenplane.governance.errors import PolicyViolation
 
 
 class ToolMode(StrEnum):
@@ -15,7 +15,7 @@ class ToolMode(StrEnum):
     STRIP = "strip"  # disallowed tool definitions are removed before the upstream
 
 
-class ToolNotAllowed(ApiError):
+class ToolNotAllowed(PolicyViolation):
     """A 400 (request) or 403-style block (response) naming the disallowed tools."""
 
     def __init__(self, names: list[str], *, in_response: bool = False) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.sinks import LedgerSink, is_postgres_url, open_sink
+from tokenplane.metering.open_sink import is_postgres_url, open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 
 class DeferredSink:

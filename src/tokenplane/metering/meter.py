@@ -34,8 +34,9 @@ from tokenplane.metering.journal import (
     writer_dir_for,
 )
 from tokenplane.metering.journal_files import Position, WriterLock, next_segment_number
+from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
-from tokenplane.metering.sinks import LedgerSink, open_sink
+from tokenplane.metering.sinks import LedgerSink
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The ledger sink interface, row conversion shared by sinks, and ``open_sink``.
+"""The ledger sink interface and the row conversion shared by sinks.
 
 A sink stores usage events idempotently on ``(request_id, attempt)`` and maintains
 the rollups in the same transaction, for the rows it actually inserted. Sinks also
@@ -7,10 +7,8 @@ answer read-only report queries (``fetch``) written with ``?`` placeholders.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from operator import attrgetter
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
@@ -54,25 +52,6 @@ def row_event(row: dict[str, Any]) -> UsageEvent:
     data["flags"] = orjson.loads(flags) if isinstance(flags, str | bytes) and flags else []
     data["stream"] = bool(data.get("stream"))
     return event_from_dict(data)
-
-
-def is_postgres_url(target: str) -> bool:
-    return target.startswith(("postgresql://", "postgres://"))
-
-
-async def open_sink(target: str | os.PathLike[str], **options: Any) -> LedgerSink:
-    """``postgresql://...`` opens PostgreSQL; anything else is a SQLite file path.
-
-    Migrations are applied before the sink is returned.
-    """
-    text = os.fspath(target)
-    if is_postgres_url(text):
-        from tokenplane.metering.postgres_sink import PostgresSink
-
-        return await PostgresSink.open(text, **options)
-    from tokenplane.metering.sqlite_sink import SqliteSink
-
-    return await SqliteSink.open(Path(text), **options)
 
 
 _FLAGS_INDEX = EVENT_COLUMNS.index("flags")

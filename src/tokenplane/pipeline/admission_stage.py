@@ -22,12 +22,12 @@ from typing import Any
 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.errors import denial_error, unavailable_error
+from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.headers import ratelimit_headers
 from tokenplane.admission.outcomes import Denial, Grant, Headroom
 from tokenplane.admission.planning import plan_reservation
-from tokenplane.admission.store import StoreUnavailable
+from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.config.schema import ModelConfig
-from tokenplane.pipeline.admission_service import AdmissionService
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tokenplane.api.errors import ApiError, invalid
+from tokenplane.errors import GatewayError, invalid
+from tokenplane.governance.guard_policy import GuardPolicies, GuardPolicy
 from tokenplane.governance.injection.detector import Source, Verdict
 from tokenplane.governance.injection.screen import (
     InjectionAction,
@@ -28,7 +29,6 @@ from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.vault import Vault
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_policy import GuardPolicies, GuardPolicy
 from tokenplane.pipeline.guard_state import (
     GUARD,
     INJECTION_FLAG,
@@ -105,7 +105,7 @@ class InputGuardStage:
         operation = ctx.operation
         state.request_content = body.get(_CONTENT_KEYS.get(operation, "input"))
         if pol.models is not None and ctx.alias not in pol.models:
-            raise ApiError(404, f"The model '{ctx.alias}' does not exist or you do not have "
+            raise GatewayError(404, f"The model '{ctx.alias}' does not exist or you do not have "
                            "access to it.", code="model_not_found", param="model")
         if operation == "chat" and pol.tools.allowed is not None:
             before = {_name(t) for t in body.get("tools") or []}

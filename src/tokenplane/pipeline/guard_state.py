@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplane.governance.guard_policy import GuardPolicy
 from tokenplane.governance.pii_policy import Finding
 from tokenplane.governance.vault import Vault
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_policy import GuardPolicy
 
 GUARD = "guard"
 INJECTION_HEADER = "x-tokenplane-injection"

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
+from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.meter_series import RequestSeries, SeriesBook
 from tokenplane.pipeline.stages import INPUT_FEATURES
 from tokenplane.pipeline.upstream_call import RESPONSE_TEXT, relayed_text
 from tokenplane.tokens.counts import TokenCounts

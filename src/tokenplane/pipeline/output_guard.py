@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from tokenplane.api.errors import ApiError
+from tokenplane.errors import GatewayError, envelope
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.pii_stream import StreamGuard
 from tokenplane.governance.tools import ToolNotAllowed, tool_name
@@ -43,7 +43,7 @@ class GuardedCall(UpstreamCall):
             if active and resp.body and resp.status < 400:
                 try:
                     resp.body = guard_body(ctx.operation, state, resp.body)
-                except ApiError:
+                except GatewayError:
                     absorb_json(ctx, resp.body)  # the tokens were spent: bill them
                     if ctx.endpoint is not None:
                         ctx.endpoint.in_flight -= 1
@@ -253,11 +253,11 @@ async def guard_events(
         tail = rw.tail()
         if tail:
             yield tail
-    except ApiError as err:
+    except GatewayError as err:
         if isinstance(err, PiiBlocked):
             state.note_blocked("response", err.entity_types)
         await resp.aclose()
-        yield frame(err.envelope())
+        yield frame(envelope(err))
         # set after the relay absorbed the error event (it marks it upstream_error)
         ctx.status, ctx.error_code, ctx.http_status = "error", err.code, err.status
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokenplane.api.errors import ApiError
+from tokenplane.errors import GatewayError
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.routing.endpoint import RouteRequest
 from tokenplane.routing.gateway_router import GatewayRouter
@@ -125,8 +125,8 @@ class RequestRouting:
         self.router.record(ep, failure_status, cancelled)
 
 
-def no_upstream(alias: str) -> ApiError:
-    return ApiError(503, f"No upstream is available for '{alias}'.",
+def no_upstream(alias: str) -> GatewayError:
+    return GatewayError(503, f"No upstream is available for '{alias}'.",
                     code="no_upstream_available", headers={"retry-after": "1"})
 
 

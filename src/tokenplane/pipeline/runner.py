@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from tokenplane.api.errors import ApiError
+from tokenplane.errors import GatewayError
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.stages import Finisher, Stage
 from tokenplane.pipeline.upstream_call import UpstreamCall, absorb_json, relay
@@ -49,7 +49,7 @@ class Pipeline:
             except Exception:  # a finisher must never hide the request's outcome
                 log.exception("finisher %s failed for %s", type(f).__name__, ctx.request_id)
 
-    async def _attempt_failed(self, ctx: RequestContext, err: ApiError) -> None:
+    async def _attempt_failed(self, ctx: RequestContext, err: GatewayError) -> None:
         saved = (ctx.status, ctx.http_status, ctx.error_code)
         ctx.status, ctx.http_status, ctx.error_code = "error", err.status, err.code
         for f in self.attempt_finishers:
@@ -64,7 +64,7 @@ class Pipeline:
             for stage in self.stages:
                 await stage.run(ctx)
             resp = await self.call.send(ctx, self._attempt_failed)
-        except ApiError as err:
+        except GatewayError as err:
             ctx.status, ctx.http_status, ctx.error_code = "error", err.status, err.code
             await self._finish(ctx)
             for name, value in ctx.response_headers.items():

@@ -9,7 +9,7 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
 from tokenplane.pipeline.route_stage import RequestRouting, RouteInfo, route_info
-from tokenplane.pipeline.schedule_hub import SchedulerHub
+from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.scheduling.scheduler import QueuedRequest
 
 SLO_CLASS = "slo_class"  # ctx.extra: the request's SLO class name

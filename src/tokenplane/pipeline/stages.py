@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from tokenplane.api import validate as v
-from tokenplane.api.errors import ApiError, invalid
-from tokenplane.auth.keystore import KeyStore
 from tokenplane.config.schema import ModelConfig
+from tokenplane.errors import GatewayError, invalid
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.operations import validate as v
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
@@ -38,7 +38,7 @@ class AuthStage:
         if scheme.lower() != "bearer" or not key:
             alt = ctx.headers.get("api-key")
             if not alt:
-                raise ApiError(
+                raise GatewayError(
                     401,
                     "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
                     code="missing_api_key",
@@ -46,7 +46,7 @@ class AuthStage:
             key = alt.strip()
         principal = self.keys.authenticate(key)
         if principal is None:
-            raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+            raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
         ctx.principal = principal
 
 
@@ -156,7 +156,7 @@ class RouteStage:
 def pick_least_loaded(pool: Pool, exclude: tuple[str, ...]) -> Endpoint:
     cands = [e for e in pool.endpoints if e.id not in exclude]
     if not cands:
-        raise ApiError(503, f"No upstream is available for '{pool.model.alias}'.",
+        raise GatewayError(503, f"No upstream is available for '{pool.model.alias}'.",
                        code="no_upstream_available")
     start = pool.next_rr() % len(cands)
     order = cands[start:] + cands[:start]

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from tokenplane.api.errors import ApiError
+from tokenplane.errors import GatewayError, envelope
 from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.stages import pick_least_loaded
 from tokenplane.upstream.pool import Endpoint
@@ -33,7 +33,7 @@ def upstream_body(ctx: RequestContext) -> bytes:
     return orjson.dumps(body)
 
 
-def _error_from_upstream(status: int, body: bytes | None) -> ApiError:
+def _error_from_upstream(status: int, body: bytes | None) -> GatewayError:
     message, code = f"upstream returned HTTP {status}", "upstream_error"
     try:
         err = orjson.loads(body or b"{}").get("error")
@@ -43,11 +43,11 @@ def _error_from_upstream(status: int, body: bytes | None) -> ApiError:
     except (orjson.JSONDecodeError, AttributeError):
         pass
     if 400 <= status < 500 and status not in (401, 403, 404, 429):
-        return ApiError(status, message, code=str(code))
+        return GatewayError(status, message, code=str(code))
     if status == 429:
-        return ApiError(429, message, code="upstream_rate_limited")
+        return GatewayError(429, message, code="upstream_rate_limited")
     mapped = 504 if status == 504 else 503 if status == 503 else 502
-    return ApiError(mapped, f"upstream failed: {message}", code="upstream_error")
+    return GatewayError(mapped, f"upstream failed: {message}", code="upstream_error")
 
 
 class AttemptRouter(Protocol):
@@ -87,12 +87,12 @@ class UpstreamCall:
             ep.in_flight += 1
             try:
                 resp = await ep.transport.send(req)
-                failure: ApiError | None = None
+                failure: GatewayError | None = None
                 if resp.status >= 400:
                     failure = _error_from_upstream(resp.status, resp.body)
                     await resp.aclose()
             except UpstreamError as exc:
-                failure = ApiError(exc.status, exc.message, code=exc.code)
+                failure = GatewayError(exc.status, exc.message, code=exc.code)
             except BaseException:
                 if self.router is not None:
                     self.router.record(ep, None, cancelled=True)
@@ -192,7 +192,7 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
         yield DONE
     except UpstreamError as exc:
         ctx.status, ctx.error_code, ctx.http_status = "error", exc.code, exc.status
-        yield frame(ApiError(exc.status, exc.message, code=exc.code).envelope())
+        yield frame(envelope(GatewayError(exc.status, exc.message, code=exc.code)))
         yield DONE
         done = True
     finally:

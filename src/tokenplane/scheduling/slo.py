@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tokenplane.config.routing_schema import DEFAULT_SLO_CLASSES
+
 
 @dataclass(frozen=True, slots=True)
 class SloClass:
@@ -42,13 +44,9 @@ class SloClass:
 
 
 def default_slo_classes() -> dict[str, SloClass]:
-    """``interactive`` (TTFT <= 1 s, TPOT <= 50 ms) and ``batch`` (10-minute deadline)."""
-    return {
-        "interactive": SloClass("interactive", priority=0, ttft_s=1.0, tpot_s=0.05),
-        "batch": SloClass(
-            "batch", priority=1, deadline_s=600.0, sheddable=True, gate_fraction=0.5
-        ),
-    }
+    """``interactive`` (TTFT <= 1 s, TPOT <= 50 ms) and ``batch`` (10-minute deadline):
+    the config's defaults (``config.routing_schema.DEFAULT_SLO_CLASSES``)."""
+    return slo_classes_from_config(DEFAULT_SLO_CLASSES)
 
 
 def slo_classes_from_config(cfg: Mapping[str, Mapping[str, Any]]) -> dict[str, SloClass]:

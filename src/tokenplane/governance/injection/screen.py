@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tokenplane.api.errors import ApiError
+from tokenplane.governance.errors import PolicyViolation
 from tokenplane.governance.injection.detector import InjectionDetector, Source, Verdict
 
 
@@ -17,7 +17,7 @@ class InjectionAction(StrEnum):
     BLOCK = "block"
 
 
-class InjectionBlocked(ApiError):
+class InjectionBlocked(PolicyViolation):
     """A 400 saying the request looks like a prompt injection (labels, no content)."""
 
     def __init__(self, verdict: Verdict) -> None:

@@ -5,25 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from multidict import CIMultiDict
 
-from tokenplane.api.errors import ApiError
-
-if TYPE_CHECKING:
-    from tokenplane.api.front_protocol import FrontConnection
+from tokenplane.errors import GatewayError
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _FRAMING = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
 
 
-def bad_request(reason: str) -> ApiError:
-    return ApiError(400, f"Malformed HTTP request: {reason}", code="bad_http_request")
+def bad_request(reason: str) -> GatewayError:
+    return GatewayError(400, f"Malformed HTTP request: {reason}", code="bad_http_request")
 
 
-def head_too_large(limit: int) -> ApiError:
-    return ApiError(431, f"The request line and headers exceed {limit} bytes.",
+def head_too_large(limit: int) -> GatewayError:
+    return GatewayError(431, f"The request line and headers exceed {limit} bytes.",
                     code="headers_too_large")
 
 
@@ -36,7 +33,7 @@ class FrontRequest:
     headers: CIMultiDict[str]
     body: bytes = b""
     keep_alive: bool = True  # after the answer; the answer's head says so
-    error: ApiError | None = None  # the front refuses the request itself (400, 413)
+    error: GatewayError | None = None  # the front refuses the request itself (400, 413)
 
 
 def blank_request() -> FrontRequest:
@@ -44,18 +41,10 @@ def blank_request() -> FrontRequest:
     return FrontRequest("", "", "", "1.1", CIMultiDict())
 
 
-class Server(Protocol):
-    """What a connection needs from the front that accepted it."""
+class Closing(Protocol):
+    """Whether the front that accepted a connection is shutting down (no keep-alive)."""
 
-    max_body: int
-    keepalive_s: float
     closing: bool
-
-    async def serve(self, conn: FrontConnection, req: FrontRequest) -> None: ...
-
-    def opened(self, conn: FrontConnection) -> None: ...
-
-    def closed(self, conn: FrontConnection) -> None: ...
 
 
 def head(req: FrontRequest, status: int, headers: Mapping[str, str], framing: str) -> bytes:

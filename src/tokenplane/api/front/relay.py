@@ -2,7 +2,7 @@
 
 Such a request (models, metrics, health, admin, unknown paths) goes, as received, to
 the full aiohttp application listening on a loopback port, over the gateway's own
-HTTP/1.1 client (``upstream/h1.py``); the answer's status, headers and body come back
+HTTP/1.1 client (``upstream/http1_client.py``); the answer's status, headers and body come back
 (the body streamed when it comes in pieces). These routes are rare, so this path is
 kept simple rather than fast. HEAD is asked as GET and answered with the head only.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tokenplane.api.errors import ApiError
-from tokenplane.api.front_protocol import FrontConnection
-from tokenplane.api.front_wire import FrontRequest
-from tokenplane.api.http import error_headers
-from tokenplane.upstream.h1 import H1Connection, H1Error, H1Pool
+from tokenplane.api.front.protocol import FrontConnection
+from tokenplane.api.front.wire import FrontRequest
+from tokenplane.api.openai_routes import error_headers
+from tokenplane.errors import GatewayError, error_body
+from tokenplane.upstream.http1_client import H1Connection, H1Error, H1Pool
 
 # hop-by-hop, or set by the client (host, framing) on each leg
 _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
@@ -55,9 +55,9 @@ class Relay:
             if streaming:  # the head went out: end the connection under the broken body
                 req.keep_alive = False
             else:
-                err = ApiError(502, f"The gateway could not reach its own routes: {exc}",
+                err = GatewayError(502, f"The gateway could not reach its own routes: {exc}",
                                code="relay_failed")
-                conn.respond(req, err.status, error_headers(err, self.new_id()), err.body())
+                conn.respond(req, err.status, error_headers(err, self.new_id()), error_body(err))
         except ConnectionError:  # the client went away
             pass
         finally:

@@ -29,8 +29,8 @@ import orjson
 from tokenplane.admission.binding import LimitTable
 from tokenplane.admission.limits import LimitError, ScopeLimits
 from tokenplane.admission.periods import Period
-from tokenplane.admission.scopes import Principal, Scope
-from tokenplane.auth.db_watch import DbChangeWatch
+from tokenplane.admission.scopes import Scope, admission_parties
+from tokenplane.meta.db_watch import DbChangeWatch
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS limits (
@@ -49,18 +49,6 @@ _INT_FIELDS: tuple[str, ...] = (
     "rpm", "tpm", "tokens_per_day", "tokens_per_month", "budget_micros", "max_concurrent",
     "max_tokens_in_flight",
 )
-
-
-def admission_principal(tenant: str, department: str | None = None, app: str | None = None,
-                        key_id: str | None = None, user: str | None = None) -> Principal:
-    """The admission principal of a caller, with tenant-qualified scope ids."""
-    return Principal(
-        tenant=tenant,
-        department=f"{tenant}/{department}" if department else None,
-        app=f"{tenant}/{department or ''}/{app}" if app else None,
-        key=key_id or None,
-        user=f"{tenant}/{user}" if user else None,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +77,7 @@ class LimitTarget:
         return "tenant"
 
     def scope(self) -> Scope:
-        p = admission_principal(self.tenant, self.department, self.app, self.key_id, self.user)
+        p = admission_parties(self.tenant, self.department, self.app, self.key_id, self.user)
         ident = {"user": p.user, "key": p.key, "app": p.app, "department": p.department,
                  "tenant": p.tenant}[self.level]
         assert ident is not None

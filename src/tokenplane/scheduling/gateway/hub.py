@@ -18,14 +18,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tokenplane.api.errors import ApiError
 from tokenplane.config.routing_schema import SchedulingConfig
+from tokenplane.errors import GatewayError
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.routing.gateway_router import GatewayRouter
 from tokenplane.routing.live import LiveEndpoint
 from tokenplane.scheduling.gate import SaturationGate
 from tokenplane.scheduling.scheduler import ClassStats, GatewayScheduler, QueuedRequest, Shed
-from tokenplane.scheduling.slo import SloClass, default_slo_classes, slo_classes_from_config
+from tokenplane.scheduling.slo import SloClass, slo_classes_from_config
 from tokenplane.scheduling.vtc import VirtualTokenCounter
 
 log = logging.getLogger("tokenplane.scheduling")
@@ -33,8 +33,8 @@ Queue = tuple[str, str]  # (alias, model version or "")
 Target = tuple[Queue, list[LiveEndpoint]]  # a queue and its replicas that are up
 
 
-def shed_error(shed: Shed) -> ApiError:
-    return ApiError(
+def shed_error(shed: Shed) -> GatewayError:
+    return GatewayError(
         503, f"The gateway is saturated and the '{shed.item.slo.name}' request was shed "
         f"({shed.reason}); retry later.", code="overloaded",
         headers={"retry-after": str(max(1, math.ceil(shed.retry_after_s)))},
@@ -51,7 +51,7 @@ class SchedulerHub:
         self.metrics = metrics
         self.clock = clock
         self.classes: dict[str, SloClass] = (
-            slo_classes_from_config(cfg.classes) if cfg.classes else default_slo_classes())
+            slo_classes_from_config(cfg.class_specs()))
         self.gate = SaturationGate(kv_limit=cfg.kv_limit)
         self.queues: dict[Queue, GatewayScheduler] = {}
         self._task: asyncio.Task[None] | None = None
@@ -65,7 +65,7 @@ class SchedulerHub:
         if header is not None:
             slo = self.classes.get(header.strip())
             if slo is None:
-                raise ApiError(400, f"Unknown SLO class {header!r} in '{cfg.header}'; known: "
+                raise GatewayError(400, f"Unknown SLO class {header!r} in '{cfg.header}'; known: "
                                f"{', '.join(sorted(self.classes))}.", code="invalid_slo_class",
                                param=cfg.header)
             return slo

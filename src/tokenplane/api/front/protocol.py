@@ -1,4 +1,4 @@
-"""One client connection of the HTTP/1.1 front (``api/front_server.py``).
+"""One client connection of the HTTP/1.1 front (``api/front/server.py``).
 
 Requests are parsed with ``httptools`` (llhttp) and answered strictly in order: a
 request that arrives while another is being answered (pipelining) waits in a queue,
@@ -20,21 +20,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import cast
+from typing import Protocol, cast
 
 import httptools
 from multidict import CIMultiDict
 
-from tokenplane.api.errors import ApiError
-from tokenplane.api.front_wire import (
+from tokenplane.api.front.wire import (
     FrontRequest,
-    Server,
     bad_request,
     blank_request,
     head_too_large,
 )
-from tokenplane.api.front_writer import AnswerWriter
-from tokenplane.api.http import too_large
+from tokenplane.api.front.writer import AnswerWriter
+from tokenplane.api.openai_routes import too_large
+from tokenplane.errors import GatewayError
 
 log = logging.getLogger("tokenplane.api")
 
@@ -44,7 +43,23 @@ _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _HEAD_MAX = 1 << 16  # request line and headers
 
 
+class Server(Protocol):
+    """What a connection needs from the front that accepted it."""
+
+    max_body: int
+    keepalive_s: float
+    closing: bool
+
+    async def serve(self, conn: FrontConnection, req: FrontRequest) -> None: ...
+
+    def opened(self, conn: FrontConnection) -> None: ...
+
+    def closed(self, conn: FrontConnection) -> None: ...
+
+
 class FrontConnection(AnswerWriter, asyncio.Protocol):
+    server: Server
+
     def __init__(self, server: Server) -> None:
         super().__init__(server)
         self._parser = httptools.HttpRequestParser(self)
@@ -168,7 +183,7 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         self._push(req)
 
     # -- the queue ------------------------------------------------------------------
-    def _refuse(self, req: FrontRequest, err: ApiError) -> None:
+    def _refuse(self, req: FrontRequest, err: GatewayError) -> None:
         """Answers ``err`` in turn, then ends the connection; nothing more is parsed."""
         self._discard = True
         self._body = []

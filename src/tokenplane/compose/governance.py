@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenplane.config.governance_schema import GovernanceConfig
+from tokenplane.governance.audit.service import AuditService, audit_redactor
+from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.pipeline.admission_stage import AdmissionFinisher
-from tokenplane.pipeline.audit_stage import AuditFinisher, AuditService, audit_redactor
-from tokenplane.pipeline.guard_policy import GuardPolicies
+from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.runner import Pipeline

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenplane.api.errors import ApiError, invalid
+from tokenplane.errors import GatewayError, invalid
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBER = (int, float)
@@ -193,5 +193,5 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     return body
 
 
-def not_found(path: str) -> ApiError:
-    return ApiError(404, f"Unknown route: {path}", code="unknown_route")
+def not_found(path: str) -> GatewayError:
+    return GatewayError(404, f"Unknown route: {path}", code="unknown_route")

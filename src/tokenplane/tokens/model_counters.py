@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tokenplane.config.schema import ModelConfig
-from tokenplane.pipeline.estimated_counting import EstimatingCounter
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
+from tokenplane.tokens.estimated_counting import EstimatingCounter
 from tokenplane.tokens.estimator import Estimator
 from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
 from tokenplane.tokens.segments import SegmentCache

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from tokenplane.api.errors import ApiError
-from tokenplane.api.validate import not_found
-from tokenplane.auth.keystore import KeyStore
+from tokenplane.errors import GatewayError, error_body
+from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
+from tokenplane.operations.validate import not_found
 from tokenplane.pipeline.context import OPERATIONS, RequestContext
 from tokenplane.pipeline.runner import Pipeline, Reply
 
@@ -43,12 +43,12 @@ class RequestIds:
         return f"{self._prefix}{next(self._n):012x}"
 
 
-def error_response(err: ApiError, request_id: str) -> web.Response:
+def error_response(err: GatewayError, request_id: str) -> web.Response:
     headers = {"x-request-id": request_id, **err.headers}
-    return web.Response(status=err.status, body=err.body(), content_type=JSON, headers=headers)
+    return web.Response(status=err.status, body=error_body(err), content_type=JSON, headers=headers)
 
 
-def error_headers(err: ApiError, request_id: str) -> dict[str, str]:
+def error_headers(err: GatewayError, request_id: str) -> dict[str, str]:
     """The headers of :func:`error_response`, for writers other than aiohttp."""
     return {"x-request-id": request_id, **err.headers, "content-type": JSON}
 
@@ -66,20 +66,21 @@ def stream_headers(reply: Reply, request_id: str) -> dict[str, str]:
             "x-request-id": request_id}
 
 
-def too_large(length: int | None = None, limit: int = 0) -> ApiError:
+def too_large(length: int | None = None, limit: int = 0) -> GatewayError:
     """413: with the announced ``Content-Length`` and the limit when known."""
     if length is None:
-        return ApiError(413, "The request body is too large.", code="request_too_large")
-    return ApiError(413, f"The request body is too large: {length} bytes; the limit is "
+        return GatewayError(413, "The request body is too large.", code="request_too_large")
+    return GatewayError(413, f"The request body is too large: {length} bytes; the limit is "
                     f"{limit}.", code="request_too_large")
 
 
-def not_allowed(method: str, path: str) -> ApiError:
-    return ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
+def not_allowed(method: str, path: str) -> GatewayError:
+    return GatewayError(405, f"Method {method} is not allowed on {path}.",
+                        code="method_not_allowed")
 
 
-def internal_error() -> ApiError:
-    return ApiError(500, "The server had an error processing your request.",
+def internal_error() -> GatewayError:
+    return GatewayError(500, "The server had an error processing your request.",
                     code="internal_error")
 
 
@@ -98,7 +99,7 @@ def envelope_middleware(new_id: Callable[[], str]) -> Any:
 async def _enveloped(request: web.Request, handler: Handler, rid: str) -> web.StreamResponse:
     try:
         resp = await handler(request)
-    except ApiError as err:
+    except GatewayError as err:
         return error_response(err, rid)
     except web.HTTPException as exc:
         if exc.status == 404:
@@ -109,7 +110,7 @@ async def _enveloped(request: web.Request, handler: Handler, rid: str) -> web.St
             return error_response(too_large(), rid)
         if exc.status < 400:
             raise
-        return error_response(ApiError(exc.status, exc.reason, code="http_error"), rid)
+        return error_response(GatewayError(exc.status, exc.reason, code="http_error"), rid)
     except Exception:
         log.exception("internal error on %s %s (%s)", request.method, request.path, rid)
         return error_response(internal_error(), rid)
@@ -149,11 +150,11 @@ class OpenAIRoutes:
 
     async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
         """One inference request (``path`` one of OPERATIONS): the whole body, the request
-        headers (looked up by lower-case name). Returns the reply or raises ApiError."""
+        headers (looked up by lower-case name). Returns the reply or raises GatewayError."""
         ctx = RequestContext(rid, path, OPERATIONS[path], raw, headers)
         try:
             return await self.pipeline.handle(ctx)
-        except ApiError as err:
+        except GatewayError as err:
             if err.status == 401:
                 self.metrics.unauthenticated.inc()
             raise
@@ -185,7 +186,7 @@ class OpenAIRoutes:
         key = (request.headers.get("authorization") or "").partition(" ")[2].strip()
         principal = self.keys.authenticate(key) if key else None
         if principal is None:
-            raise ApiError(401, "You didn't provide a valid API key.", code="invalid_api_key")
+            raise GatewayError(401, "You didn't provide a valid API key.", code="invalid_api_key")
         data: list[dict[str, Any]] = [
             {"id": alias, "object": "model", "created": 0, "owned_by": "tokenplane"}
             for alias in self.models_for(principal.tenant)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from tokenplane.api.front_wire import FrontRequest, Server, head
+from tokenplane.api.front.wire import Closing, FrontRequest, head
 
 _COPY_MAX = 1 << 16  # a larger body is not copied behind its head
 
 
 class AnswerWriter:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Closing) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()

@@ -1,6 +1,6 @@
 """Transport to an OpenAI-compatible server over HTTP (vLLM, SGLang, OpenAI, ...).
 
-One pool of keep-alive HTTP/1.1 connections per upstream (``upstream/h1.py``).
+One pool of keep-alive HTTP/1.1 connections per upstream (``upstream/http1_client.py``).
 Timeouts: connect, first token (time to response headers and first event), between
 tokens, and total. SSE events are split on blank lines and handed on as bytes, never
 re-encoded.
@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping
 
-from tokenplane.upstream.h1 import H1ConnectError, H1Connection, H1Error, H1Pool
+from tokenplane.upstream.http1_client import H1ConnectError, H1Connection, H1Error, H1Pool
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
 
 _HOP_HEADERS = ("content-type", "x-request-id", "openai-processing-ms")

@@ -4,10 +4,10 @@ aiohttp application behind it for everything else.
 aiohttp's server layer costs several times the CPU per request of a bare ``httptools``
 protocol, and the gateway's single event-loop thread is what bounds its throughput. So
 ``POST /v1/chat/completions``, ``/v1/completions`` and ``/v1/embeddings`` are parsed
-and answered by :class:`~tokenplane.api.front_protocol.FrontConnection`, through the
+and answered by :class:`~tokenplane.api.front.protocol.FrontConnection`, through the
 same :meth:`OpenAIRoutes.run` as the aiohttp handler (same pipeline, request ids,
 envelopes and headers). Every other request is relayed to the full aiohttp application
-(which still serves every route) on a loopback port (``api/front_relay.py``).
+(which still serves every route) on a loopback port (``api/front/relay.py``).
 
 :class:`GatewayServer` starts and stops the two; ``tokenplane serve`` and the test
 harness both run it.
@@ -21,11 +21,10 @@ import logging
 
 from aiohttp import web
 
-from tokenplane.api.errors import ApiError
-from tokenplane.api.front_protocol import FrontConnection
-from tokenplane.api.front_relay import Relay
-from tokenplane.api.front_wire import FrontRequest
-from tokenplane.api.http import (
+from tokenplane.api.front.protocol import FrontConnection
+from tokenplane.api.front.relay import Relay
+from tokenplane.api.front.wire import FrontRequest
+from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
     error_headers,
@@ -34,6 +33,7 @@ from tokenplane.api.http import (
     reply_headers,
     stream_headers,
 )
+from tokenplane.errors import GatewayError, error_body
 from tokenplane.pipeline.context import OPERATIONS
 
 log = logging.getLogger("tokenplane.api")
@@ -74,14 +74,14 @@ class Front:
             await self.relay.forward(conn, req)
 
     @staticmethod
-    def _error(conn: FrontConnection, req: FrontRequest, err: ApiError, rid: str) -> None:
-        conn.respond(req, err.status, error_headers(err, rid), err.body())
+    def _error(conn: FrontConnection, req: FrontRequest, err: GatewayError, rid: str) -> None:
+        conn.respond(req, err.status, error_headers(err, rid), error_body(err))
 
     async def _inference(self, conn: FrontConnection, req: FrontRequest) -> None:
         rid = self.new_id()
         try:
             reply = await self.routes.run(rid, req.path, req.body, req.headers)
-        except ApiError as err:
+        except GatewayError as err:
             self._error(conn, req, err, rid)
             return
         except Exception:

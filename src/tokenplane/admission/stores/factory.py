@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from tokenplane.admission.memory_store import MemoryStore
-from tokenplane.admission.redis_store import RedisStore
-from tokenplane.admission.resilient import FailureMode, ResilientStore
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.stores.base import CounterStore
+from tokenplane.admission.stores.memory import MemoryStore
+from tokenplane.admission.stores.redis import RedisStore
+from tokenplane.admission.stores.resilient import FailureMode, ResilientStore
 
 
 def make_store(redis_url: str | None, *, failure_mode: FailureMode = "fail_closed",

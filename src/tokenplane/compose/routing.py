@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.route_stage import RequestRouting, RouteStage
-from tokenplane.pipeline.schedule_hub import SchedulerHub
 from tokenplane.pipeline.schedule_stage import CountText, RoutingFinisher, ScheduleStage
 from tokenplane.routing.gateway_router import GatewayRouter
 from tokenplane.routing.live import UNBOUNDED, LiveEndpoint, LiveView, breaker_from
 from tokenplane.routing.live_metrics import EndpointCollector
 from tokenplane.routing.scraper import MetricsScraper
+from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Pool

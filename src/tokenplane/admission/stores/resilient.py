@@ -24,9 +24,9 @@ from typing import Literal
 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit
-from tokenplane.admission.memory_store import MemoryStore
 from tokenplane.admission.outcomes import DebitResult, Denial, Grant, LimitStatus, Settlement
-from tokenplane.admission.store import CounterStore, StoreUnavailable
+from tokenplane.admission.stores.base import CounterStore, StoreUnavailable
+from tokenplane.admission.stores.memory import MemoryStore
 
 FailureMode = Literal["fail_closed", "fail_open"]
 

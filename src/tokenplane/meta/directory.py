@@ -1,6 +1,6 @@
 """The organisation in ``meta.db``: tenants, departments and apps (keys: KeyStore).
 
-The tables are created by :class:`tokenplane.auth.keystore.KeyStore`; this class
+The tables are created by :class:`tokenplane.meta.keystore.KeyStore`; this class
 lists and deletes rows (creating goes through ``KeyStore.ensure_scope``). Deleting a
 tenant, department or app revokes its keys; the gateway refuses them from their next
 request (the key store notices the commit).

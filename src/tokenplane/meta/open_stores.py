@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tokenplane.admission.limit_store import LimitStore
-from tokenplane.api.admin_directory import Directory
-from tokenplane.auth.keystore import KeyStore
-from tokenplane.auth.pg_meta import PgMeta, is_postgres_url
+from tokenplane.meta.directory import Directory
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.limit_store import LimitStore
+from tokenplane.meta.pg_meta import PgMeta, is_postgres_url
 
 
 def database_url(explicit: str | None = None) -> str | None:
@@ -18,7 +18,7 @@ def database_url(explicit: str | None = None) -> str | None:
 
 def open_key_store(home: Path, url: str | None) -> KeyStore:
     if url is not None and is_postgres_url(url):
-        from tokenplane.auth.pg_stores import PgKeyStore
+        from tokenplane.meta.pg_stores import PgKeyStore
 
         return PgKeyStore(PgMeta(url))
     return KeyStore(home / "meta.db")
@@ -26,7 +26,7 @@ def open_key_store(home: Path, url: str | None) -> KeyStore:
 
 def open_limit_store(keys: KeyStore, home: Path, reload_s: float = 1.0) -> LimitStore:
     """The limit store next to ``keys`` (sharing its PostgreSQL connection)."""
-    from tokenplane.auth.pg_stores import PgKeyStore, PgLimitStore
+    from tokenplane.meta.pg_stores import PgKeyStore, PgLimitStore
 
     if isinstance(keys, PgKeyStore):
         return PgLimitStore(keys.meta.share())
@@ -34,7 +34,7 @@ def open_limit_store(keys: KeyStore, home: Path, reload_s: float = 1.0) -> Limit
 
 
 def open_directory(keys: KeyStore) -> Directory:
-    from tokenplane.auth.pg_stores import PgDirectory, PgKeyStore
+    from tokenplane.meta.pg_stores import PgDirectory, PgKeyStore
 
     if isinstance(keys, PgKeyStore):
         return PgDirectory(keys.meta.share())
@@ -44,7 +44,7 @@ def open_directory(keys: KeyStore) -> Directory:
 def open_limits(home: Path, url: str | None) -> LimitStore:
     """A standalone limit store (the CLI)."""
     if url is not None and is_postgres_url(url):
-        from tokenplane.auth.pg_stores import PgLimitStore
+        from tokenplane.meta.pg_stores import PgLimitStore
 
         return PgLimitStore(PgMeta(url))
     return LimitStore(home / "meta.db")

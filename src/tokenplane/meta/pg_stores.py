@@ -19,7 +19,11 @@ from typing import Any
 import orjson
 
 from tokenplane.admission.binding import LimitTable
-from tokenplane.admission.limit_store import (
+from tokenplane.admission.limits import LimitError, ScopeLimits
+from tokenplane.auth.principal import Principal
+from tokenplane.meta.directory import Directory
+from tokenplane.meta.keystore import KEY_PREFIX, KeyRecord, KeyStore, hash_key
+from tokenplane.meta.limit_store import (
     LimitEntry,
     LimitStore,
     LimitTarget,
@@ -27,11 +31,7 @@ from tokenplane.admission.limit_store import (
     limits_to_dict,
     merge_limits,
 )
-from tokenplane.admission.limits import LimitError, ScopeLimits
-from tokenplane.api.admin_directory import Directory
-from tokenplane.auth.keystore import KEY_PREFIX, KeyRecord, KeyStore, hash_key
-from tokenplane.auth.pg_meta import PgMeta
-from tokenplane.auth.principal import Principal
+from tokenplane.meta.pg_meta import PgMeta
 
 _KEY_COLUMNS = "id, prefix, tenant, department, app, name, admin, created_at, revoked_at, hash"
 _TARGET_WHERE = ("tenant=$1 AND department=$2 AND app=$3 AND key_id=$4 AND end_user=$5 "

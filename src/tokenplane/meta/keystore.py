@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplane.auth.db_watch import DbChangeWatch
 from tokenplane.auth.principal import Principal
+from tokenplane.meta.db_watch import DbChangeWatch
 
 KEY_PREFIX = "tp-"
 

@@ -21,13 +21,14 @@ from tokenplane.admission import decode
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit
 from tokenplane.admission.outcomes import DebitResult, Denial, Grant, LimitStatus, Settlement
-from tokenplane.admission.store import StoreUnavailable
+from tokenplane.admission.stores.base import StoreUnavailable
 
 _UNREACHABLE = (rexc.ConnectionError, rexc.TimeoutError, rexc.BusyLoadingError, OSError)
 
 
 def load_script() -> str:
-    return resources.files("tokenplane.admission").joinpath("counters.lua").read_text("utf-8")
+    script = resources.files("tokenplane.admission.stores").joinpath("counters.lua")
+    return script.read_text("utf-8")
 
 
 class RedisStore:

@@ -15,18 +15,18 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
-from tokenplane.admission.factory import make_store
-from tokenplane.admission.limit_store import LimitStore, admission_principal
+from tokenplane.admission.gateway.budget_alerts import BudgetAlerts
+from tokenplane.admission.limit_source import LimitSource
 from tokenplane.admission.limiter import Admission
-from tokenplane.admission.resilient import ResilientStore
-from tokenplane.admission.scopes import Scope
-from tokenplane.admission.store import CounterStore
+from tokenplane.admission.scopes import Scope, admission_parties
+from tokenplane.admission.stores.base import CounterStore
+from tokenplane.admission.stores.factory import make_store
+from tokenplane.admission.stores.resilient import ResilientStore
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import AdmissionConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.pricing import ModelPrice, PriceBook
 from tokenplane.observe.metrics import GatewayMetrics
-from tokenplane.pipeline.budget_alerts import BudgetAlerts
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
 log = logging.getLogger("tokenplane.admission")
@@ -35,7 +35,7 @@ log = logging.getLogger("tokenplane.admission")
 class AdmissionService:
     """Admission for one gateway worker; the stage and finishers call it."""
 
-    def __init__(self, cfg: AdmissionConfig, limits: LimitStore, store: CounterStore,
+    def __init__(self, cfg: AdmissionConfig, limits: LimitSource, store: CounterStore,
                  metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
                  alerts: BudgetAlerts, predictor: LengthPredictor | None = None) -> None:
         self.cfg = cfg
@@ -58,12 +58,10 @@ class AdmissionService:
     def build(cls, cfg: AdmissionConfig, redis_url: str | None, home: Path,
               metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
               predictor: LengthPredictor | None = None, *,
-              limits: LimitStore | None = None) -> AdmissionService:
+              limits: LimitSource) -> AdmissionService:
         store = make_store(redis_url, failure_mode=cfg.failure_mode, replicas=cfg.replicas,
                            prefix=cfg.key_prefix, timeout_s=cfg.timeout_s,
                            probe_interval_s=cfg.probe_interval_s, logger=log)
-        if limits is None:
-            limits = LimitStore(home / "meta.db", reload_s=cfg.limits_reload_s)
         return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook),
                    predictor)
 
@@ -90,7 +88,7 @@ class AdmissionService:
         if chain is None:
             if len(self._chains) >= 50_000:
                 self._chains.clear()
-            chain = admission_principal(p.tenant, p.department, p.app, p.key_id,
+            chain = admission_parties(p.tenant, p.department, p.app, p.key_id,
                                         p.end_user).scope_chain(alias)
             self._chains[key] = chain
         return chain
