@@ -33,7 +33,6 @@ from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.guard_stages import InputGuardStage
-from tokenplane.pipeline.guard_state import GUARD, GuardState
 from tokenplane.pipeline.output_guard import StreamRewrite, guard_body
 from tokenplane.pipeline.stages import TokensStage
 from tokenplane.tokens.model_counters import ModelCounters
@@ -114,7 +113,8 @@ async def main(quick: bool) -> dict[str, Any]:
     events: list[bytes] = []
     ctx0 = ctx_for(0)
     await stage.run(ctx0)
-    state0: GuardState = ctx0.extra[GUARD]
+    state0 = ctx0.guard
+    assert state0 is not None
     text = state0.vault.restore(answer)
     for v in ("13812345678", "zhang.san@example.com"):
         text = text.replace(v, state0.vault.tokenize(v, "X"))

@@ -25,7 +25,6 @@ from tokenplane.app import build_gateway
 from tokenplane.auth.principal import Principal
 from tokenplane.config.loader import validate_config
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.route_stage import ROUTE
 from tokenplane.pipeline.stages import pick_least_loaded
 from tokenplane.tokens.counts import TokenCounts
 
@@ -93,7 +92,7 @@ async def _one_size(n: int, messages: int, replicas: int) -> dict[str, Any]:
             await r_on.schedule_stage.run(ctx)
             await r_on.route_stage.run(ctx)
             await r_on.finisher.finish(ctx)
-            assert ctx.extra[ROUTE].queue is not None
+            assert ctx.route is not None and ctx.route.queue is not None
 
         for name, step in (("baseline_pick_least_loaded", legacy),
                            ("routing_profile", routed), ("scheduler_and_routing", scheduled)):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
-from tokenplane.compose.governance import Governance, install_governance
+from tokenplane.compose.governance import Governance, open_governance
+from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
 from tokenplane.engine.profiles import get_profile
@@ -33,12 +33,8 @@ from tokenplane.metering.meter import Meter
 from tokenplane.metering.price_book import price_book
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
-from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
-from tokenplane.pipeline.stages import AuthStage, Stage, TokensStage, ValidateStage
-from tokenplane.pipeline.tracing_stage import SpanFinisher
-from tokenplane.pipeline.upstream_call import UpstreamCall
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http_transport import HttpTransport
@@ -74,10 +70,7 @@ class Gateway:
         return [a for a in self.pools if allowed is None or a in allowed]
 
     def allowed_models(self, tenant: str) -> set[str] | None:
-        for t in self.config.tenants:
-            if t.name == tenant and t.models is not None:
-                return set(t.models)
-        return None
+        return allowed_models(self.config, tenant)
 
     async def start(self) -> None:
         for s in self.services:
@@ -143,38 +136,31 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
                   flush_interval_s=0.25)
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
-    gw = Gateway(config, home, keys, counters, pools, meter, metrics,
-                 pipeline=Pipeline([], UpstreamCall(), []), services=services,
-                 predictor=LengthPredictor(default=config.admission.default_output_tokens))
-    track_learning(gw)
-    finisher = MeterFinisher(meter, metrics, counters.count_text, gw.predictor, counters)
-    gw.limits = open_limit_store(keys, home, config.admission.limits_reload_s)
+    predictor = LengthPredictor(default=config.admission.default_output_tokens)
+    limits = open_limit_store(keys, home, config.admission.limits_reload_s)
     admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices, gw.predictor, limits=gw.limits)
-    gw.admission = admission
-    routing = gw.routing = build_routing(config, pools, gw.predictor, metrics, counters.count_text)
-    stages: list[Stage] = [
-        AuthStage(keys),
-        ValidateStage(pools, gw.allowed_models),
-        TokensStage(counters),
-        AdmissionStage(admission),
-    ]
-    if routing.schedule_stage is not None:
-        stages.append(routing.schedule_stage)
-    stages.append(routing.route_stage)
-    gw.pipeline = Pipeline(
-        stages=stages,
-        call=UpstreamCall(config.routing.max_attempts),
-        finishers=[routing.finisher, finisher, AdmissionFinisher(admission, counters.count_text)],
-        attempt_finishers=[finisher],
-    )
-    gw.governance = install_governance(gw.pipeline, config.governance, home, worker_id)
-    gw.pipeline.call.router = routing.requests  # after governance, which replaces the call
-    gw.tracing = otlp_provider(config.observe)
-    if gw.tracing is not None:
-        gw.pipeline.finishers.append(
-            SpanFinisher(gw.tracing.get_tracer(TRACER_NAME), counters.count_text, time.time))
+                                       lambda: meter.prices, predictor, limits=limits)
+    routing = build_routing(config, pools, predictor, metrics, counters.count_text)
+    governance = open_governance(config.governance, home, worker_id)
+    tracing = otlp_provider(config.observe)
+    parts = PipelineParts(
+        keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
+        MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
+        tracing.get_tracer(TRACER_NAME) if tracing is not None else None)
+    gw = Gateway(config, home, keys, counters, pools, meter, metrics,
+                 build_pipeline(parts, max_attempts=config.routing.max_attempts),
+                 services=services, admission=admission, limits=limits, predictor=predictor,
+                 tracing=tracing, governance=governance, routing=routing)
+    track_learning(gw)
     return gw
+
+
+def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:
+    """The aliases a tenant may use (None: all of them)."""
+    for t in config.tenants:
+        if t.name == tenant and t.models is not None:
+            return set(t.models)
+    return None
 
 
 def track_learning(gw: Gateway) -> None:

@@ -25,8 +25,8 @@ from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.log import AuditLog, _day
 from tokenplane.governance.audit.service import MAX_BATCH, AuditService, audit_redactor
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.governance.guard_state import BLOCK_CODES, GuardState
 from tokenplane.governance.pii_policy import redact, scan
-from tokenplane.pipeline.admission_stage import TICKET
 from tokenplane.pipeline.audit_stage import (
     AuditFinisher,
     _limits,
@@ -35,7 +35,6 @@ from tokenplane.pipeline.audit_stage import (
     _tokens,
 )
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_state import BLOCK_CODES, GUARD, GuardState, guard_state
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.sse import frame
 
@@ -153,7 +152,7 @@ def test_submit_without_a_loop_hands_off_at_once(tmp_path: Path) -> None:
 def _reference_entry(fin: AuditFinisher, ctx: RequestContext) -> AuditEntry:
     """AuditFinisher.entry as first written (keywords, every step spelled out)."""
     p = ctx.principal
-    state = guard_state(ctx)
+    state = ctx.guard
     log_only = (state.policy.response if state is not None
                 and not state.policy.response_rewrites else None)
     response = None
@@ -203,14 +202,14 @@ def _contexts(policies: GuardPolicies) -> list[RequestContext]:
         ctx.counts = TokenCounts(i, 0, 2, 0, 5, 0, i, 0)
         ctx.relayed = [frame({"choices": [{"delta": {"content": "call 13800138000"}}]})]
         if ticket:
-            ctx.extra[TICKET] = SimpleNamespace(grant=SimpleNamespace(limits=[limit]))
+            ctx.ticket = SimpleNamespace(grant=SimpleNamespace(limits=[limit]))
         if i:
             state = GuardState(policies.for_principal("acme", None))
             state.request_content = [{"role": "user", "content": f"hi {i}"}]
             state.response_body = answer if i != 3 else None
             state.verdicts = {"pii": {"prompt": {}}}
             state.flagged = i == 3
-            ctx.extra[GUARD] = state
+            ctx.guard = state
         out.append(ctx)
     return out
 

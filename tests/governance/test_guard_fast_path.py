@@ -16,11 +16,11 @@ from tokenplane.errors import GatewayError
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.analyzer_cache import CachedAnalyzer
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.injection.detector import HeuristicDetector, Source
 from tokenplane.pipeline import guard_stages
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.guard_stages import InputGuardStage, message_text, screened_texts
-from tokenplane.pipeline.guard_state import GUARD, GuardState
 
 from .corpus import PII, PROSE, labelled
 
@@ -88,7 +88,7 @@ def _outcome(stage: InputGuardStage, operation: str, body: dict[str, Any]) -> di
         asyncio.run(stage.run(ctx))
     except GatewayError as exc:
         error = (type(exc).__name__, exc.status, exc.code, exc.message)
-    state = ctx.extra[GUARD]
+    state = ctx.guard
     assert isinstance(state, GuardState)
     return {"body": ctx.body, "error": error, "verdicts": state.verdicts,
             "vault": [(p, state.vault.lookup(p)) for p in state.vault.placeholders()],

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.vault import PLACEHOLDER_RE
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_state import GuardState
 from tokenplane.pipeline.output_guard import StreamRewrite
 
 VALUES = [("11010519491231002X", "CN_ID_CARD"), ("zhang.san@example.com", "EMAIL_ADDRESS"),

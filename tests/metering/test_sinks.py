@@ -3,7 +3,8 @@ from __future__ import annotations
 import asyncio
 
 from tests.metering.factories import make_event
-from tokenplane.metering.sinks import LedgerSink, open_sink, row_event
+from tokenplane.metering.open_sink import open_sink
+from tokenplane.metering.sinks import LedgerSink, row_event
 
 
 async def _scalar(sink: LedgerSink, sql: str) -> int:

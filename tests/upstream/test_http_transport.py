@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from tests.upstream.test_h1 import _serve
+from tests.upstream.test_http1_client import _serve
 from tokenplane.config.schema import TimeoutConfig
 from tokenplane.upstream.http_transport import HttpTransport
 from tokenplane.upstream.types import UpstreamRequest, UpstreamResponse

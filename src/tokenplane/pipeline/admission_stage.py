@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from tokenplane.admission.amounts import Amounts
@@ -27,19 +26,10 @@ from tokenplane.admission.headers import ratelimit_headers
 from tokenplane.admission.outcomes import Denial, Grant, Headroom
 from tokenplane.admission.planning import plan_reservation
 from tokenplane.admission.stores.base import StoreUnavailable
+from tokenplane.admission.ticket import Ticket
 from tokenplane.config.schema import ModelConfig
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
-
-TICKET = "admission"
-
-
-@dataclass(slots=True)
-class Ticket:
-    """A request's reservation, kept on ``ctx.extra[TICKET]`` until it is settled."""
-
-    grant: Grant
-    prompt_tokens: int
 
 
 def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
@@ -134,7 +124,7 @@ class AdmissionStage:
         if isinstance(result, Denial):
             svc.metrics.admission_denials.labels(result.code, result.scope.kind, p.tenant).inc()
             raise denial_error(result, extra_headers=denial_ratelimit_headers(result))
-        ctx.extra[TICKET] = Ticket(result, prompt)
+        ctx.ticket = Ticket(result, prompt)
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)
         if plan.clamped and plan.max_tokens is not None and not embeddings:
@@ -162,8 +152,8 @@ class AdmissionFinisher:
         self.count_text = count_text
 
     async def finish(self, ctx: RequestContext) -> None:
-        ticket = ctx.extra.pop(TICKET, None)
-        if not isinstance(ticket, Ticket):
+        ticket, ctx.ticket = ctx.ticket, None
+        if ticket is None:
             return
         svc, grant, now = self.svc, ticket.grant, time.time()
         if ctx.upstream_start is None:  # never sent: refund everything

@@ -13,10 +13,9 @@ from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.service import AuditService
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.governance.guard_state import BLOCK_CODES, GuardState
 from tokenplane.governance.pii_policy import redact, scan
-from tokenplane.pipeline.admission_stage import TICKET
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_state import BLOCK_CODES, GUARD, GuardState
 from tokenplane.pipeline.upstream_call import relayed_text
 
 
@@ -35,7 +34,7 @@ class AuditFinisher:
 
     def entry(self, ctx: RequestContext) -> AuditEntry:
         p = ctx.principal
-        state = ctx.extra.get(GUARD)
+        state = ctx.guard
         verdicts: dict[str, Any] = {}
         content = None
         flagged = False
@@ -64,7 +63,7 @@ class AuditFinisher:
         return AuditEntry(  # positional, in the field order: cheaper than keywords
             ctx.request_id, tenant, key_id, principal, app, ctx.alias,
             ctx.endpoint.id if ctx.endpoint is not None else None, ctx.http_status,
-            _tokens(ctx), _limits(ctx, self.policies.analyzer) if TICKET in ctx.extra else {},
+            _tokens(ctx), _limits(ctx, self.policies.analyzer),
             verdicts, "block" if error in BLOCK_CODES else "flag" if flagged else "allow",
             content)
 
@@ -104,19 +103,15 @@ def _tokens(ctx: RequestContext) -> dict[str, int]:
 def _limits(ctx: RequestContext, analyzer: Analyzer) -> dict[str, Any]:
     """The admission limits bound to the request: scope (an end user's id redacted),
     rule name, kind, unit and limit."""
-    ticket = ctx.extra.get(TICKET)
-    grant = getattr(ticket, "grant", None)
-    bound = getattr(grant, "limits", None) or ()
+    if ctx.ticket is None:
+        return {}
     applied = []
-    for b in bound:
-        scope, rule = getattr(b, "scope", None), getattr(b, "rule", None)
-        where = f"{getattr(scope, 'kind', '')}:{redact(str(getattr(scope, 'id', '')), analyzer)}"
-        model = getattr(scope, "model", None)
-        applied.append({"scope": where + (f"@{model}" if model else ""),
-                        "rule": str(getattr(rule, "name", "")),
-                        "kind": str(getattr(rule, "kind", "")),
-                        "unit": str(getattr(rule, "unit", "")),
-                        "limit": getattr(rule, "limit", None)})
+    for b in ctx.ticket.grant.limits:
+        scope, rule = b.scope, b.rule
+        where = f"{scope.kind}:{redact(str(scope.id), analyzer)}"
+        applied.append({"scope": where + (f"@{scope.model}" if scope.model else ""),
+                        "rule": str(rule.name), "kind": str(rule.kind), "unit": str(rule.unit),
+                        "limit": rule.limit})
     return {"applied": applied} if applied else {}
 
 

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
+from tokenplane.governance.guard_state import GuardState
+from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -69,7 +72,14 @@ class RequestContext:
     http_status: int = 200
     error_code: str | None = None
     flags: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    # what the stages decided, each set by one stage and read by the later ones
+    slo_class: str | None = None  # the scheduler's SLO class name
+    route: RouteInfo | None = None  # the routing decision (route stage)
+    model_version: str | None = None  # the version of the replica that served it
+    ticket: Ticket | None = None  # the admission reservation, until it is settled
+    guard: GuardState | None = None  # what the input guard decided (governance on)
+    input_features: dict[str, int] | None = None  # estimator features (no tokenizer)
+    response_text: tuple[str, str] | None = None  # (text, reasoning) of a usage-less answer
     response_headers: dict[str, str] = field(default_factory=dict)  # sent on any answer
     stream_guard: StreamGuard | None = None
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once

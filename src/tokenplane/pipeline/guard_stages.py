@@ -18,6 +18,11 @@ from typing import Any
 
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.governance.guard_policy import GuardPolicies, GuardPolicy
+from tokenplane.governance.guard_state import (
+    INJECTION_FLAG,
+    INJECTION_HEADER,
+    GuardState,
+)
 from tokenplane.governance.injection.detector import Source, Verdict
 from tokenplane.governance.injection.screen import (
     InjectionAction,
@@ -29,13 +34,6 @@ from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.vault import Vault
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_state import (
-    GUARD,
-    INJECTION_FLAG,
-    INJECTION_HEADER,
-    GuardState,
-    guard_state,
-)
 
 log = logging.getLogger("tokenplane.governance")
 _CONTENT_KEYS = {"chat": "messages", "text_completion": "prompt"}
@@ -100,7 +98,7 @@ class InputGuardStage:
             return
         pol = self.policies.for_principal(principal.tenant, principal.app)
         state = GuardState(pol)
-        ctx.extra[GUARD] = state
+        ctx.guard = state
         body = ctx.body
         operation = ctx.operation
         state.request_content = body.get(_CONTENT_KEYS.get(operation, "input"))
@@ -285,7 +283,7 @@ class ContextPolicyStage:
     """After counting: refuses a prompt above the principal's context-token cap."""
 
     async def run(self, ctx: RequestContext) -> None:
-        state = guard_state(ctx)
+        state = ctx.guard
         cap = state.policy.max_context_tokens if state is not None else None
         if cap is not None and ctx.counts.prompt > cap:
             raise invalid(f"The prompt has {ctx.counts.prompt} tokens; this key may send at "

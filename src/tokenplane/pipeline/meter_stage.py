@@ -17,8 +17,7 @@ from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.stages import INPUT_FEATURES
-from tokenplane.pipeline.upstream_call import RESPONSE_TEXT, relayed_text
+from tokenplane.pipeline.upstream_call import relayed_text
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
@@ -59,7 +58,7 @@ def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], i
         return counts
     ctx.usage_source = "estimated"
     if ctx.model is not None and ctx.upstream_start is not None:
-        answer = ctx.extra.get(RESPONSE_TEXT)
+        answer = ctx.response_text
         text, reasoning = answer if isinstance(answer, tuple) else relayed_text(ctx)
         counts.reasoning = count_text(ctx.model, reasoning) if reasoning else 0
         counts.output = (count_text(ctx.model, text) if text else 0) + counts.reasoning
@@ -138,7 +137,7 @@ class MeterFinisher:
             estimated_input_tokens=ctx.estimated_input_tokens,
             usage_source=ctx.usage_source, flags=list(ctx.flags),
             system_fingerprint=ctx.system_fingerprint,
-            model_version=ctx.extra.get("model_version"),
+            model_version=ctx.model_version,
         )
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
@@ -150,7 +149,7 @@ class MeterFinisher:
     ) -> None:
         if ctx.usage_source != "upstream" or ctx.upstream_start is None:
             return
-        features = ctx.extra.get(INPUT_FEATURES)
+        features = ctx.input_features
         if self.calibrator is not None and features:
             self.calibrator.calibrate(alias, features, counts.prompt)
         if (self.predictor is not None and ctx.status == "ok"

@@ -19,23 +19,26 @@ from typing import Any
 import orjson
 
 from tokenplane.errors import GatewayError, envelope
+from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.pii_stream import StreamGuard
 from tokenplane.governance.tools import ToolNotAllowed, tool_name
 from tokenplane.governance.vault import StreamRestorer
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.guard_state import GuardState, guard_state
-from tokenplane.pipeline.upstream_call import UpstreamCall, absorb_json
+from tokenplane.pipeline.upstream_call import Call, absorb_json
 from tokenplane.upstream.sse import frame, payload
 from tokenplane.upstream.types import UpstreamResponse
 
 
-class GuardedCall(UpstreamCall):
-    """The upstream call with the output guard applied to what comes back."""
+class GuardedCall:
+    """Wraps the upstream call: the output guard applied to what comes back."""
+
+    def __init__(self, inner: Call) -> None:
+        self.inner = inner
 
     async def send(self, ctx: RequestContext, on_attempt_failed: Any) -> UpstreamResponse:
-        resp = await super().send(ctx, on_attempt_failed)
-        state = guard_state(ctx)
+        resp = await self.inner.send(ctx, on_attempt_failed)
+        state = ctx.guard
         if state is None:
             return resp
         active = state.output_active(ctx.operation)

@@ -4,33 +4,14 @@ upstream call, and the per-replica load the gateway counts while it is in flight
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from tokenplane.errors import GatewayError
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.routing.endpoint import RouteRequest
 from tokenplane.routing.gateway_router import GatewayRouter
 from tokenplane.routing.prompt_blocks import request_block_hashes
-from tokenplane.scheduling.slo import SloClass
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 from tokenplane.upstream.pool import Endpoint, Pool
-
-ROUTE = "route"  # ctx.extra: the request's RouteInfo
-
-
-@dataclass(slots=True)
-class RouteInfo:
-    """What routing decided for one request (kept on ``ctx.extra[ROUTE]``)."""
-
-    req: RouteRequest
-    requested_alias: str
-    version: str | None
-    slo: SloClass | None = None
-    queue: tuple[str, str] | None = None  # (alias, version) of the scheduler queue used
-    loaded: Endpoint | None = None  # the replica holding this request's counted load
-    prefill: int = 0
-    decode: int = 0
 
 
 class RequestRouting:
@@ -51,8 +32,8 @@ class RequestRouting:
 
     def info(self, ctx: RequestContext) -> RouteInfo:
         """The request's RouteInfo (built once)."""
-        found = ctx.extra.get(ROUTE)
-        if isinstance(found, RouteInfo):
+        found = ctx.route
+        if found is not None:
             return found
         assert ctx.alias is not None
         p = ctx.principal
@@ -72,7 +53,7 @@ class RequestRouting:
             keys=ctx.headers,
         )
         info = RouteInfo(req, ctx.alias, self.router.version(ctx.alias, req))
-        ctx.extra[ROUTE] = info
+        ctx.route = info
         return info
 
     def bind(self, ctx: RequestContext, alias: str, ep: Endpoint) -> None:
@@ -86,7 +67,7 @@ class RequestRouting:
         ctx.endpoint = ep
         version = ep.backend.model_version or info.version
         if version:
-            ctx.extra["model_version"] = version
+            ctx.model_version = version
         self.unload(info)
         matched = self.router.profiles[alias].ctx.last_matched_blocks if alias in \
             self.router.profiles else 0
@@ -142,5 +123,4 @@ class RouteStage:
 
 
 def route_info(ctx: RequestContext) -> RouteInfo | None:
-    found: Any = ctx.extra.get(ROUTE)
-    return found if isinstance(found, RouteInfo) else None
+    return ctx.route

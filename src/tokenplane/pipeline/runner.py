@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from tokenplane.errors import GatewayError
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.stages import Finisher, Stage
-from tokenplane.pipeline.upstream_call import UpstreamCall, absorb_json, relay
+from tokenplane.pipeline.upstream_call import Call, absorb_json, relay
 from tokenplane.upstream.sse import DONE
 
 log = logging.getLogger("tokenplane.pipeline")
@@ -33,7 +33,7 @@ class Pipeline:
     def __init__(
         self,
         stages: Sequence[Stage],
-        call: UpstreamCall,
+        call: Call,
         finishers: Sequence[Finisher],
         attempt_finishers: Sequence[Finisher] = (),
     ) -> None:

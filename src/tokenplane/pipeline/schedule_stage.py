@@ -8,11 +8,11 @@ from collections.abc import Callable
 from tokenplane.config.schema import ModelConfig
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
-from tokenplane.pipeline.route_stage import RequestRouting, RouteInfo, route_info
+from tokenplane.pipeline.route_info import RouteInfo
+from tokenplane.pipeline.route_stage import RequestRouting, route_info
 from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.scheduling.scheduler import QueuedRequest
 
-SLO_CLASS = "slo_class"  # ctx.extra: the request's SLO class name
 CountText = Callable[[ModelConfig, str], int]
 
 
@@ -29,7 +29,7 @@ class ScheduleStage:
         header = ctx.headers.get(self.hub.cfg.header)
         slo = self.hub.class_of(header, p.key_id if p else None, p.app if p else None,
                                 p.tenant if p else None)
-        ctx.extra[SLO_CLASS] = slo.name
+        ctx.slo_class = slo.name
         info = self.routing.info(ctx)
         info.slo = slo
         target = self.hub.target(info.requested_alias, info.version, slo)

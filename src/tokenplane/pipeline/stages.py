@@ -105,7 +105,6 @@ class CountResult(Protocol):
     flags: frozenset[str]
 
 
-INPUT_FEATURES = "input_features"  # ctx.extra: estimator features of an estimated prompt
 
 
 class TokensStage:
@@ -124,7 +123,7 @@ class TokensStage:
             ctx.flags.extend(f for f in sorted(result.flags) if f not in ctx.flags)
         features = getattr(result, "features", None)
         if features:
-            ctx.extra[INPUT_FEATURES] = features
+            ctx.input_features = features
         if ctx.operation == "embeddings":
             return
         window = ctx.model.context_window

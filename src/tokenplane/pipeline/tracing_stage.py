@@ -18,6 +18,7 @@ Keys and end users are never attributes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ class SpanFinisher:
     """Emits one SERVER span per finished request (after the meter settled its counts)."""
 
     def __init__(self, tracer: Tracer, count_text: Callable[[ModelConfig, str], int],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float] = time.time) -> None:
         self.tracer = tracer
         self.count_text = count_text
         self.clock = clock

@@ -61,6 +61,13 @@ class AttemptRouter(Protocol):
         ...
 
 
+class Call(Protocol):
+    """What the runner calls between the stages and the finishers: send the request
+    upstream (retrying as it sees fit) and return the answer."""
+
+    async def send(self, ctx: RequestContext, on_attempt_failed: Any) -> UpstreamResponse: ...
+
+
 class UpstreamCall:
     """Sends the request, retrying on another replica only before any token was sent.
 
@@ -133,13 +140,12 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
         if isinstance(usage, dict):
             ctx.usage = usage
         else:  # the meter counts the answer itself (usage_source=estimated)
-            ctx.extra[RESPONSE_TEXT] = _answer_text(obj)
+            ctx.response_text = _answer_text(obj)
         model = obj.get("model")
         if isinstance(model, str):
             ctx.response_model = model
 
 
-RESPONSE_TEXT = "response_text"  # ctx.extra: (text, reasoning) of a usage-less answer
 
 
 def _answer_text(obj: dict[str, Any]) -> tuple[str, str]:

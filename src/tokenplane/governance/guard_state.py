@@ -1,5 +1,5 @@
-"""Per-request governance state, kept on ``ctx.extra[GUARD]`` from the input guard
-to the output guard and the audit finisher."""
+"""Per-request governance state, kept on the request context (``ctx.guard``) from the
+input guard to the output guard and the audit finisher."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ from typing import Any
 from tokenplane.governance.guard_policy import GuardPolicy
 from tokenplane.governance.pii_policy import Finding
 from tokenplane.governance.vault import Vault
-from tokenplane.pipeline.context import RequestContext
 
-GUARD = "guard"
 INJECTION_HEADER = "x-tokenplane-injection"
 INJECTION_FLAG = "injection_flagged"
 # error codes of requests a guard refused (the audit verdict "block")
@@ -70,7 +68,3 @@ class GuardState:
         placeholders = self._vault is not None and bool(len(self._vault))
         return placeholders or self.policy.response_rewrites or tools
 
-
-def guard_state(ctx: RequestContext) -> GuardState | None:
-    state = ctx.extra.get(GUARD)
-    return state if isinstance(state, GuardState) else None

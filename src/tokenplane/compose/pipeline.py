@@ -1,0 +1,70 @@
+"""The one place the request pipeline is assembled from a worker's parts.
+
+Stages in order: auth, validate, [input guard], tokens, [context cap], admission,
+[schedule], route. The upstream call retries across replicas and fallbacks; with
+governance the output guard wraps it. Finishers, once per request: routing, meter,
+[audit: before admission, which settles and drops the ticket whose limits the record
+lists], admission, [tracing]. The meter finisher also records each failed attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry.trace import Tracer
+
+from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.compose.governance import Governance
+from tokenplane.compose.routing import Routing
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
+from tokenplane.pipeline.audit_stage import AuditFinisher
+from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
+from tokenplane.pipeline.meter_stage import MeterFinisher
+from tokenplane.pipeline.output_guard import GuardedCall
+from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.stages import AuthStage, Finisher, Stage, TokensStage, ValidateStage
+from tokenplane.pipeline.tracing_stage import SpanFinisher
+from tokenplane.pipeline.upstream_call import Call, UpstreamCall
+from tokenplane.tokens.model_counters import ModelCounters
+from tokenplane.upstream.pool import Pool
+
+
+@dataclass
+class PipelineParts:
+    """What the pipeline's stages and finishers are made of (built by ``app``)."""
+
+    keys: KeyStore
+    pools: dict[str, Pool]
+    allowed_models: Callable[[str], set[str] | None]
+    counters: ModelCounters
+    admission: AdmissionService
+    routing: Routing
+    meter: MeterFinisher
+    governance: Governance | None = None
+    tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
+
+
+def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
+    gov, routing, counters = parts.governance, parts.routing, parts.counters
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
+    if gov is not None:
+        stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent
+    stages.append(TokensStage(counters))
+    if gov is not None:
+        stages.append(ContextPolicyStage())
+    stages.append(AdmissionStage(parts.admission))
+    if routing.schedule_stage is not None:
+        stages.append(routing.schedule_stage)
+    stages.append(routing.route_stage)
+    call: Call = UpstreamCall(max_attempts, router=routing.requests)
+    if gov is not None:
+        call = GuardedCall(call)
+    finishers: list[Finisher] = [routing.finisher, parts.meter]
+    if gov is not None and gov.audit is not None:
+        finishers.append(AuditFinisher(gov.audit, gov.policies))
+    finishers.append(AdmissionFinisher(parts.admission, counters.count_text))
+    if parts.tracer is not None:
+        finishers.append(SpanFinisher(parts.tracer, counters.count_text))
+    return Pipeline(stages, call, finishers, attempt_finishers=[parts.meter])
