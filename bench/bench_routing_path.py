@@ -25,8 +25,8 @@ from tokenplane.app import build_gateway
 from tokenplane.auth.principal import Principal
 from tokenplane.config.loader import validate_config
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.stages import pick_least_loaded
 from tokenplane.tokens.counts import TokenCounts
+from tokenplane.upstream.pool import pick_least_loaded
 
 
 def _config(home: Path, scheduling: bool, replicas: int = 3) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tokenplane.engine.core import Engine, EngineRequest
 from tokenplane.engine.kv_cache import KVCache
-from tokenplane.engine.metrics import EngineMetrics
+from tokenplane.engine.metrics import EngineMetricsExporter
 from tokenplane.engine.profiles import GIB, EngineProfile, get_profile
 from tokenplane.engine.virtual import run_virtual
 
@@ -139,11 +139,11 @@ def test_finished_request_reports_host_tokens_and_hbm_hits_cost_nothing() -> Non
 
 def test_metrics_expose_host_tier_under_our_own_names() -> None:
     engine, _, _ = _evict_then_return(with_host(12, 8))
-    text = EngineMetrics(engine, "m").render().decode()
+    text = EngineMetricsExporter(engine, "m").render().decode()
     assert 'tokenplane_sim:host_prefix_cache_hits_total{model_name="m"} 48.0' in text
     assert 'tokenplane_sim:host_kv_blocks_loaded_total{model_name="m"} 3.0' in text
     assert 'vllm:prefix_cache_hits_total{model_name="m"} 48.0' in text
-    plain = EngineMetrics(Engine(A100), "m").render().decode()
+    plain = EngineMetricsExporter(Engine(A100), "m").render().decode()
     assert "tokenplane_sim:" not in plain
 
 

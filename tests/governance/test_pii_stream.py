@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenplane.governance.pii_policy import PiiAction, PiiBlocked, PiiPolicy, apply
-from tokenplane.governance.pii_stream import StreamGuard
+from tokenplane.governance.pii_stream import PiiStreamMasker
 from tokenplane.governance.vault import Vault
 
 from .factories import cn_id, luhn_card
@@ -51,7 +51,7 @@ def test_streamed_equals_whole_text(
     text = "".join(f + " " + v + " " for f, v in pairs) + tail
     whole_vault, stream_vault = Vault(), Vault()
     expected, whole_findings = apply(text, POLICY, whole_vault)
-    guard = StreamGuard(POLICY, stream_vault)
+    guard = PiiStreamMasker(POLICY, stream_vault)
     shown = "".join(guard.feed(c) for c in _chunks(text, cuts)) + guard.flush()
     assert shown == expected
     assert stream_vault.placeholders() == whole_vault.placeholders()
@@ -59,7 +59,7 @@ def test_streamed_equals_whole_text(
 
 
 def test_value_split_across_chunks_never_shown() -> None:
-    guard = StreamGuard(PiiPolicy(), Vault(), hold=32)
+    guard = PiiStreamMasker(PiiPolicy(), Vault(), hold=32)
     out = [guard.feed(c) for c in ["id 110105", "19491231", "002X and more text " * 3]]
     out.append(guard.flush())
     joined = "".join(out)
@@ -68,7 +68,7 @@ def test_value_split_across_chunks_never_shown() -> None:
 
 
 def test_block_raises() -> None:
-    guard = StreamGuard(PiiPolicy(default=PiiAction.BLOCK), Vault(), hold=8)
+    guard = PiiStreamMasker(PiiPolicy(default=PiiAction.BLOCK), Vault(), hold=8)
     guard.feed("the card ")
     with pytest.raises(PiiBlocked):
         guard.feed(luhn_card("622202", 16) + " was used yesterday afternoon")

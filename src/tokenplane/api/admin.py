@@ -119,7 +119,7 @@ class AdminRoutes:
         principal = self._caller(request)
         if not principal.admin:
             raise GatewayError(403, "This operation needs an API key with the admin scope.",
-                           code="admin_required")
+                               code="admin_required")
         return principal
 
     def _tenant(self, request: web.Request) -> str:
@@ -248,7 +248,7 @@ class AdminRoutes:
         if not caller.admin and caller.tenant != tenant:
             # Never confirm another tenant's existence or data.
             raise GatewayError(403, "A key may read its own tenant's budget only.",
-                           code="forbidden")
+                               code="forbidden")
         now = time.time()
         out: list[dict[str, Any]] = []
         try:
@@ -261,5 +261,5 @@ class AdminRoutes:
                      "resets_at": s.resets_at} for s in statuses]})
         except StoreUnavailable as exc:
             raise GatewayError(503, f"The admission store is unreachable: {exc}",
-                           code="admission_unavailable") from None
+                               code="admission_unavailable") from None
         return _json({"tenant": tenant, "ts": now, "scopes": out})

@@ -63,7 +63,7 @@ class AdminAuditRoutes:
         scheme, _, key = auth.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             raise GatewayError(401, "You didn't provide an API key. Send it as 'Authorization: "
-                           "Bearer <key>'.", code="missing_api_key")
+                               "Bearer <key>'.", code="missing_api_key")
         principal = self.keys.authenticate(key.strip())
         if principal is None:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -72,7 +72,7 @@ class AdminAuditRoutes:
             tenant = asked
         elif asked and asked != principal.tenant:
             raise GatewayError(403, "This key may only read its own tenant's audit records.",
-                           code="permission_denied", param="tenant")
+                               code="permission_denied", param="tenant")
         else:
             tenant = principal.tenant
         verdict = request.query.get("verdict") or None

@@ -46,7 +46,7 @@ def _principal(keys: KeyStore, request: web.Request) -> Principal:
     key = key.strip()
     if scheme.lower() != "bearer" or not key:
         raise GatewayError(401, "You didn't provide an API key. Send it as 'Authorization: "
-                       "Bearer <key>'.", code="missing_api_key")
+                           "Bearer <key>'.", code="missing_api_key")
     principal = keys.authenticate(key)
     if principal is None:
         raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -60,7 +60,7 @@ def scope_tenant(principal: Principal, asked: str | None) -> str | None:
         return asked or None
     if asked and asked != principal.tenant:
         raise GatewayError(403, "This key may only read its own tenant's usage.",
-                       code="permission_denied", param="tenant")
+                           code="permission_denied", param="tenant")
     return principal.tenant
 
 

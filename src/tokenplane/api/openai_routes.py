@@ -71,7 +71,7 @@ def too_large(length: int | None = None, limit: int = 0) -> GatewayError:
     if length is None:
         return GatewayError(413, "The request body is too large.", code="request_too_large")
     return GatewayError(413, f"The request body is too large: {length} bytes; the limit is "
-                    f"{limit}.", code="request_too_large")
+                        f"{limit}.", code="request_too_large")
 
 
 def not_allowed(method: str, path: str) -> GatewayError:
@@ -81,7 +81,7 @@ def not_allowed(method: str, path: str) -> GatewayError:
 
 def internal_error() -> GatewayError:
     return GatewayError(500, "The server had an error processing your request.",
-                    code="internal_error")
+                        code="internal_error")
 
 
 def envelope_middleware(new_id: Callable[[], str]) -> Any:

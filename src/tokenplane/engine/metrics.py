@@ -78,7 +78,7 @@ class _EngineCollector(Collector):
                       s.generation_tokens_total)
 
 
-class EngineMetrics:
+class EngineMetricsExporter:
     """The registry behind one service's /metrics."""
 
     def __init__(self, engine: Engine, model_name: str) -> None:

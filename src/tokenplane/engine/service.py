@@ -44,7 +44,7 @@ from tokenplane.engine.core import Engine, EngineRequest, StepResult
 from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
 from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
-from tokenplane.engine.metrics import CONTENT_TYPE, EngineMetrics
+from tokenplane.engine.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.openai_format import Formatter
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
@@ -133,7 +133,7 @@ class EngineService:
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.max_model_len = max_model_len
-        self.metrics = EngineMetrics(self.engine, model_name)
+        self.metrics = EngineMetricsExporter(self.engine, model_name)
         self._prompt_ids = prompt_ids
         self._clock = clock
         self._pool = WordPool(tokenizer)
@@ -250,7 +250,7 @@ class EngineService:
             raise GatewayError(404, f"no route for {path}", code="not_found")
         if method != entry[0]:
             raise GatewayError(405, f"{path} accepts {entry[0]}, not {method}",
-                           code="method_not_allowed")
+                               code="method_not_allowed")
         if method == "POST":
             data = parse_json_object(body)
             if self._record is not None:
@@ -260,7 +260,7 @@ class EngineService:
         status = _int_header(headers, "x-sim-fail", 400, 599)
         if status is not None:
             raise GatewayError(status, f"simulated failure (x-sim-fail: {status})",
-                           code="simulated_failure")
+                               code="simulated_failure")
         result: ServiceResponse = await entry[1](data, headers)
         return result
 
@@ -359,5 +359,5 @@ class EngineService:
     async def _recorded(self, body: Body, headers: Headers) -> ServiceResponse:
         if self._record is None:
             raise GatewayError(404, "request recording is off (record_bodies=False)",
-                           code="not_found")
+                               code="not_found")
         return ServiceResponse(200, dict(JSON), orjson.dumps(list(self._record)), None)

@@ -146,4 +146,4 @@ def check_model(requested: str | None, served: str) -> None:
     """vLLM answers 404 for a model it does not serve."""
     if requested is not None and requested != served:
         raise GatewayError(404, f"The model `{requested}` does not exist.", code="model_not_found",
-                       param="model")
+                           param="model")

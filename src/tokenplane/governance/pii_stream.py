@@ -10,7 +10,7 @@ DEFAULT_HOLD = 64
 CONTEXT = 64
 
 
-class StreamGuard:
+class PiiStreamMasker:
     """Masks or tokenizes entities in a text stream split at arbitrary points.
 
     The last ``hold`` characters are held back (an entity may still be growing

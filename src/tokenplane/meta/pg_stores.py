@@ -230,9 +230,3 @@ class PgDirectory(Directory):
             ("DELETE FROM apps WHERE tenant=$1 AND department=$2 AND name=$3",
              (tenant, department or "", app)), revoke])
         return counts[0] > 0
-
-
-def open_meta_stores(url: str, *, poll_s: float = 0.5) -> tuple[PgKeyStore, PgDirectory]:
-    """A key store and directory sharing one connection (each closes its share)."""
-    meta = PgMeta(url, poll_s=poll_s)
-    return PgKeyStore(meta), PgDirectory(meta.share())

@@ -14,7 +14,6 @@ process is gone. ``close()`` drains: everything recorded is flushed and fsynced.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from tokenplane.metering.journal_files import Position, WriterLock, next_segment
 from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.sinks import LedgerSink
+from tokenplane.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Meter:
         self.flush_interval_s = flush_interval_s
         self.claim_timeout_s = claim_timeout_s
         self.sink_options = dict(sink_options or {})
-        self._adopter: asyncio.Task[None] | None = None
+        self._adopter: Periodic | None = None
         self._unrecorded_prices: dict[str, PriceBook] = {}
         self.on_flush = on_flush
         self.writer_id = ""
@@ -164,17 +164,16 @@ class Meter:
         journal.open()
         self._flusher, self._journal = flusher, journal
         if self.adopt_interval_s is not None:
-            self._adopter = asyncio.create_task(self._adopt_periodically(self.adopt_interval_s))
+            self._adopter = Periodic("tokenplane-adopter", self.adopt_interval_s,
+                                     self._adopt_and_record, log=log,
+                                     failure="adopting orphaned journals failed (the sink may "
+                                             "be down; the journals wait on disk)")
+            self._adopter.start()
 
-    async def _adopt_periodically(self, interval_s: float) -> None:
+    async def _adopt_and_record(self) -> None:
         """Pick up journals of workers that die while this one runs."""
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                await self.adopt_orphans()
-                await self._record_prices()
-            except Exception as exc:  # the sink may be down; the journals wait on disk
-                log.warning("adopting orphaned journals failed: %s", exc)
+        await self.adopt_orphans()
+        await self._record_prices()
 
     async def _claim_writer_id_patiently(self) -> WriterLock:
         """A named writer id may be held for a moment by a sibling process that is
@@ -256,9 +255,7 @@ class Meter:
     async def close(self) -> None:
         """Drain: commit the journal, flush it to the sink, release the writer id."""
         if self._adopter is not None:
-            self._adopter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._adopter
+            await self._adopter.close()
             self._adopter = None
         if self._journal is not None:
             if self._journal.on_loop:

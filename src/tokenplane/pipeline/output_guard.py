@@ -21,7 +21,7 @@ import orjson
 from tokenplane.errors import GatewayError, envelope
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
-from tokenplane.governance.pii_stream import StreamGuard
+from tokenplane.governance.pii_stream import PiiStreamMasker
 from tokenplane.governance.tools import ToolNotAllowed, tool_name
 from tokenplane.governance.vault import StreamRestorer
 from tokenplane.pipeline.context import RequestContext
@@ -113,7 +113,7 @@ class _Text:
     placeholders restored (values the client itself sent)."""
 
     def __init__(self, policy: PiiPolicy | None, state: GuardState) -> None:
-        self.guard = StreamGuard(policy, state.vault) if policy is not None else None
+        self.guard = PiiStreamMasker(policy, state.vault) if policy is not None else None
         self.restorer = StreamRestorer(state.vault)
 
     def feed(self, text: str) -> str:

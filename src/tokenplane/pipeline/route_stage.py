@@ -108,7 +108,7 @@ class RequestRouting:
 
 def no_upstream(alias: str) -> GatewayError:
     return GatewayError(503, f"No upstream is available for '{alias}'.",
-                    code="no_upstream_available", headers={"retry-after": "1"})
+                        code="no_upstream_available", headers={"retry-after": "1"})
 
 
 class RouteStage:

@@ -12,7 +12,7 @@ from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
-from tokenplane.upstream.pool import Endpoint, Pool
+from tokenplane.upstream.pool import Pool
 
 
 class Stage(Protocol):
@@ -95,10 +95,10 @@ class ValidateStage:
 class PromptCounter(Protocol):
     """Counts a request's prompt tokens by source before it runs."""
 
-    def count(self, model: ModelConfig, operation: str, body: dict[str, Any]) -> CountResult: ...
+    def count(self, model: ModelConfig, operation: str, body: dict[str, Any]) -> PromptCount: ...
 
 
-class CountResult(Protocol):
+class PromptCount(Protocol):
     counts: TokenCounts
     system_fingerprint: str | None
     exact: bool
@@ -135,28 +135,3 @@ class TokensStage:
                 f"{ctx.max_tokens or 1} in the completion). Please reduce the length of the "
                 "messages or completion.", param="messages", code="context_length_exceeded",
             )
-
-
-class PassThroughStage:
-    """A hook that decides nothing yet (admission and scheduling plug in here)."""
-
-    async def run(self, ctx: RequestContext) -> None:
-        return None
-
-
-class RouteStage:
-    """Picks the replica: fewest requests in flight, round-robin among equals."""
-
-    async def run(self, ctx: RequestContext) -> None:
-        assert ctx.pool is not None
-        ctx.endpoint = pick_least_loaded(ctx.pool, exclude=())
-
-
-def pick_least_loaded(pool: Pool, exclude: tuple[str, ...]) -> Endpoint:
-    cands = [e for e in pool.endpoints if e.id not in exclude]
-    if not cands:
-        raise GatewayError(503, f"No upstream is available for '{pool.model.alias}'.",
-                       code="no_upstream_available")
-    start = pool.next_rr() % len(cands)
-    order = cands[start:] + cands[:start]
-    return min(order, key=lambda e: e.in_flight)

@@ -16,8 +16,7 @@ import orjson
 
 from tokenplane.errors import GatewayError, envelope
 from tokenplane.pipeline.context import RequestContext, StreamGuard
-from tokenplane.pipeline.stages import pick_least_loaded
-from tokenplane.upstream.pool import Endpoint
+from tokenplane.upstream.pool import Endpoint, pick_least_loaded
 from tokenplane.upstream.sse import DONE, frame, payload
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tokenplane.config.schema import BackendConfig, ModelConfig
+from tokenplane.errors import GatewayError
 from tokenplane.upstream.types import Transport
 
 
@@ -32,3 +33,13 @@ class Pool:
     def next_rr(self) -> int:
         self._rr += 1
         return self._rr
+
+
+def pick_least_loaded(pool: Pool, exclude: tuple[str, ...]) -> Endpoint:
+    cands = [e for e in pool.endpoints if e.id not in exclude]
+    if not cands:
+        raise GatewayError(503, f"No upstream is available for '{pool.model.alias}'.",
+                           code="no_upstream_available")
+    start = pool.next_rr() % len(cands)
+    order = cands[start:] + cands[:start]
+    return min(order, key=lambda e: e.in_flight)

@@ -56,7 +56,7 @@ class Relay:
                 req.keep_alive = False
             else:
                 err = GatewayError(502, f"The gateway could not reach its own routes: {exc}",
-                               code="relay_failed")
+                                   code="relay_failed")
                 conn.respond(req, err.status, error_headers(err, self.new_id()), error_body(err))
         except ConnectionError:  # the client went away
             pass

@@ -21,7 +21,7 @@ def bad_request(reason: str) -> GatewayError:
 
 def head_too_large(limit: int) -> GatewayError:
     return GatewayError(431, f"The request line and headers exceed {limit} bytes.",
-                    code="headers_too_large")
+                        code="headers_too_large")
 
 
 @dataclass(slots=True)

@@ -10,7 +10,6 @@ Records reach the thread in batches, at most one hand-off per ``handoff_s``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from tokenplane.governance.audit.keyfile import audit_key, key_from_env
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.segments import list_segments, segment_day
 from tokenplane.governance.pii_policy import redact
+from tokenplane.periodic import Periodic
 
 log = logging.getLogger("tokenplane.audit")
 DAY_S = 86400.0
@@ -58,7 +58,8 @@ class AuditService:
         self.config = config
         self.clock = clock
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenplane-audit")
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic("audit-flush", config.flush_interval_s, self._flush_and_prune,
+                               log=log, failure="audit flush failed")
         self._last_prune = 0.0
         self.submitted = 0  # written on the event loop only
         self.completed = 0  # written by the audit thread only
@@ -133,23 +134,17 @@ class AuditService:
         await asyncio.wrap_future(self._pool.submit(self.log.flush))
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="audit-flush")
+        self._timer.start()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.flush_interval_s)
-            try:
-                await self.flush()
-                now = self.clock()
-                if self.config.retention_days > 0 and now - self._last_prune >= DAY_S:
-                    self._last_prune = now
-                    removed = await asyncio.wrap_future(self._pool.submit(self._prune, now))
-                    if removed:
-                        log.info("audit retention: pruned %d records older than %g days",
-                                 removed, self.config.retention_days)
-            except Exception:
-                log.exception("audit flush failed")
+    async def _flush_and_prune(self) -> None:
+        await self.flush()
+        now = self.clock()
+        if self.config.retention_days > 0 and now - self._last_prune >= DAY_S:
+            self._last_prune = now
+            removed = await asyncio.wrap_future(self._pool.submit(self._prune, now))
+            if removed:
+                log.info("audit retention: pruned %d records older than %g days",
+                         removed, self.config.retention_days)
 
     def _prune(self, now: float) -> int:
         """Prune when the oldest segment is past retention (reopening the log starts a
@@ -162,11 +157,7 @@ class AuditService:
         return self.log.prune(now, self.config.retention_days)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._timer.close()
         self._hand_off()
         await asyncio.wrap_future(self._pool.submit(self.log.close))
         self._pool.shutdown(wait=True)

@@ -11,7 +11,6 @@ sheddable requests whose deadline passed (503 with ``retry-after``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -21,6 +20,7 @@ from typing import Any
 from tokenplane.config.routing_schema import SchedulingConfig
 from tokenplane.errors import GatewayError
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.periodic import Periodic
 from tokenplane.routing.gateway_router import GatewayRouter
 from tokenplane.routing.live import LiveEndpoint
 from tokenplane.scheduling.gate import SaturationGate
@@ -54,7 +54,8 @@ class SchedulerHub:
             slo_classes_from_config(cfg.class_specs()))
         self.gate = SaturationGate(kv_limit=cfg.kv_limit)
         self.queues: dict[Queue, GatewayScheduler] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic("tokenplane-scheduler", cfg.tick_s, self._tick_if_waiting,
+                               log=log, failure="scheduler tick failed")
         self._wait_children: dict[str, Any] = {}
 
     # -- class choice --------------------------------------------------------------
@@ -66,7 +67,7 @@ class SchedulerHub:
             slo = self.classes.get(header.strip())
             if slo is None:
                 raise GatewayError(400, f"Unknown SLO class {header!r} in '{cfg.header}'; known: "
-                               f"{', '.join(sorted(self.classes))}.", code="invalid_slo_class",
+                                   f"{', '.join(sorted(self.classes))}.", code="invalid_slo_class",
                                param=cfg.header)
             return slo
         for table, k in ((cfg.by_key, key_id), (cfg.by_app, app), (cfg.by_tenant, tenant)):
@@ -226,21 +227,11 @@ class SchedulerHub:
     # -- timer ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="tokenplane-scheduler")
+        self._timer.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._timer.close()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.cfg.tick_s)
-            if any(len(s) for s in self.queues.values()):
-                try:
-                    self.tick()
-                except Exception:
-                    log.exception("scheduler tick failed")
+    async def _tick_if_waiting(self) -> None:
+        if any(len(s) for s in self.queues.values()):
+            self.tick()
