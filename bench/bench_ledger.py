@@ -28,7 +28,7 @@ import orjson
 
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.open_sink import open_sink
+from tokenplane.metering.stores.open import open_sink
 
 TARGET_EPS = 20_000
 

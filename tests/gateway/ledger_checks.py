@@ -7,8 +7,8 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.rollups import DIMENSIONS, GRAINS, MEASURES
+from tokenplane.metering.stores.open import open_sink
 
 
 async def _read(target: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

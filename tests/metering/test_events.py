@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent, decode_event, encode_event
-from tokenplane.metering.migrations import EVENT_TABLE_COLUMNS
+from tokenplane.metering.stores.migrations import EVENT_TABLE_COLUMNS
 from tokenplane.tokens.counts import TokenCounts
 
 

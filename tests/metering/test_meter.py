@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from tests.metering.factories import make_event
-from tokenplane.metering.journal import Journal, JournalBusy
-from tokenplane.metering.journal_files import WriterLock
+from tokenplane.metering.journal.files import WriterLock
+from tokenplane.metering.journal.journal import Journal, JournalBusy
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import open_sink
 
 
 async def _count(sink: LedgerSink) -> int:

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 
 from tests.metering.factories import make_event
-from tokenplane.metering.journal import Journal
+from tokenplane.metering.journal.journal import Journal
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.open_sink import open_sink
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import open_sink
 
 WORKER = Path(__file__).with_name("writer_proc.py")
 REPO = Path(__file__).resolve().parents[2]

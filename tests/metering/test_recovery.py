@@ -7,11 +7,11 @@ from pathlib import Path
 
 from tests.metering.factories import make_event
 from tokenplane.metering.flusher import replay_writer_dir
-from tokenplane.metering.journal import Journal
-from tokenplane.metering.journal_files import read_pending, segment_numbers, write_checkpoint
+from tokenplane.metering.journal.files import read_pending, segment_numbers, write_checkpoint
+from tokenplane.metering.journal.journal import Journal
 from tokenplane.metering.meter import Meter
-from tokenplane.metering.open_sink import open_sink
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import open_sink
 
 
 async def _journal_only(data_dir: Path, count: int, segment_bytes: int = 1 << 26) -> Path:

@@ -9,7 +9,6 @@ import orjson
 import pytest
 
 from tests.metering.factories import make_event
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.reports import (
     choose_grain,
     fingerprint_report,
@@ -19,7 +18,8 @@ from tokenplane.metering.reports import (
     top_consumers,
     usage_report,
 )
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import open_sink
 
 DAY0 = 1_699_920_000  # 2023-11-14 00:00:00 UTC
 

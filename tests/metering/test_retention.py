@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from tests.metering.factories import make_event
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.reports import usage_report
 from tokenplane.metering.retention import RetentionPolicy, prune
+from tokenplane.metering.stores.open import open_sink
 
 DAY0 = 1_699_920_000  # 2023-11-14 00:00 UTC
 

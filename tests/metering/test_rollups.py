@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.rollups import DIMENSIONS, MEASURES
-from tokenplane.metering.sinks import LedgerSink, row_event
+from tokenplane.metering.stores.base import LedgerSink, row_event
+from tokenplane.metering.stores.open import open_sink
 
 WIDTHS = {"minute": 60, "hour": 3600, "day": 86400}
 

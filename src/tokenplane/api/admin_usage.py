@@ -34,7 +34,7 @@ from tokenplane.metering.reports import (
     top_consumers,
     usage_report,
 )
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
 
 PREFIX = "/admin/v1/usage"
 JSON = "application/json"

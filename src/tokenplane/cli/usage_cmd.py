@@ -20,7 +20,6 @@ from typing import Annotated, Any
 import typer
 
 from tokenplane.cli.common import data_dir
-from tokenplane.metering.open_sink import is_postgres_url, open_sink
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -31,7 +30,8 @@ from tokenplane.metering.reports import (
     top_consumers,
     usage_report,
 )
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import is_postgres_url, open_sink
 
 FORMATS = ("table", "csv", "json")
 Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from tokenplane.metering.postgres_sink import split_schema
+from tokenplane.metering.stores.postgres import split_schema
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

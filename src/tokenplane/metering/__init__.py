@@ -6,7 +6,6 @@ The gateway builds a ``UsageEvent`` per upstream attempt and calls
 
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.meter import Meter, MeterStats
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import (
     fingerprint_report,
@@ -17,7 +16,8 @@ from tokenplane.metering.reports import (
     usage_report,
 )
 from tokenplane.metering.retention import RetentionPolicy, prune
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import open_sink
 
 __all__ = [
     "LedgerSink",

@@ -28,8 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.journal import CommittedBatch
-from tokenplane.metering.journal_files import (
+from tokenplane.metering.journal.files import (
     Position,
     delete_segments_before,
     read_checkpoint,
@@ -37,7 +36,8 @@ from tokenplane.metering.journal_files import (
     segment_numbers,
     write_checkpoint,
 )
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.journal.journal import CommittedBatch
+from tokenplane.metering.stores.base import LedgerSink
 
 log = logging.getLogger(__name__)
 

@@ -23,19 +23,19 @@ from typing import Any
 
 import orjson
 
-from tokenplane.metering.deferred_sink import DeferredSink
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.flusher import Flusher, replay_writer_dir
-from tokenplane.metering.journal import (
+from tokenplane.metering.journal.files import Position, WriterLock, next_segment_number
+from tokenplane.metering.journal.journal import (
     DEFAULT_SEGMENT_BYTES,
     Journal,
     JournalBusy,
     writer_dir_for,
 )
-from tokenplane.metering.journal_files import Position, WriterLock, next_segment_number
-from tokenplane.metering.open_sink import open_sink
 from tokenplane.metering.pricing import PriceBook
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.deferred import DeferredSink
+from tokenplane.metering.stores.open import open_sink
 from tokenplane.periodic import Periodic
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from tokenplane.metering.rollups import GRAINS, MEASURES
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
 
 REPORT_DIMENSIONS: dict[str, str] = {
     "tenant": "tenant",

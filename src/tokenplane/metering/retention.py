@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenplane.metering.rollups import GRAINS
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
 
 
 @dataclass(frozen=True, slots=True)

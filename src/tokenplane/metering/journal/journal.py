@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenplane.metering.aio_sync import AsyncSync, open_async_sync
 from tokenplane.metering.events import UsageEvent, encode_event
-from tokenplane.metering.journal_files import (
+from tokenplane.metering.journal.aio_sync import AsyncSync, open_async_sync
+from tokenplane.metering.journal.files import (
     Position,
     WriterLock,
     encode_record,

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
-from tokenplane.metering.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
 from tokenplane.metering.rollups import (
     fingerprint_rows,
     rollup_rows,
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
-from tokenplane.metering.sinks import event_row
+from tokenplane.metering.stores.base import event_row
+from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
 
 
 def is_postgres_url(target: str) -> bool:
@@ -20,9 +20,9 @@ async def open_sink(target: str | os.PathLike[str], **options: Any) -> LedgerSin
     """
     text = os.fspath(target)
     if is_postgres_url(text):
-        from tokenplane.metering.postgres_sink import PostgresSink
+        from tokenplane.metering.stores.postgres import PostgresSink
 
         return await PostgresSink.open(text, **options)
-    from tokenplane.metering.sqlite_sink import SqliteSink
+    from tokenplane.metering.stores.sqlite import SqliteSink
 
     return await SqliteSink.open(Path(text), **options)

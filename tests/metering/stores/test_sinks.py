@@ -3,8 +3,8 @@ from __future__ import annotations
 import asyncio
 
 from tests.metering.factories import make_event
-from tokenplane.metering.open_sink import open_sink
-from tokenplane.metering.sinks import LedgerSink, row_event
+from tokenplane.metering.stores.base import LedgerSink, row_event
+from tokenplane.metering.stores.open import open_sink
 
 
 async def _scalar(sink: LedgerSink, sql: str) -> int:

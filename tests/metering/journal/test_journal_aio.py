@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.metering.factories import make_event
-from tokenplane.metering import aio_sync
-from tokenplane.metering.journal import CommittedBatch, Journal
-from tokenplane.metering.journal_files import read_pending, segment_numbers
+from tokenplane.metering.journal import aio_sync
+from tokenplane.metering.journal.files import read_pending, segment_numbers
+from tokenplane.metering.journal.journal import CommittedBatch, Journal
 
 
 @pytest.fixture

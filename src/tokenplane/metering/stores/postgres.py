@@ -17,7 +17,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
-from tokenplane.metering.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 from tokenplane.metering.rollups import (
     DIMENSIONS,
     MEASURES,
@@ -26,7 +25,8 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
-from tokenplane.metering.sinks import event_row
+from tokenplane.metering.stores.base import event_row
+from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 
 _MIGRATION_LOCK = 0x746F6B656E  # "token"
 _STAGING = "usage_events_staging"

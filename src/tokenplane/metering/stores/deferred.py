@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.open_sink import is_postgres_url, open_sink
-from tokenplane.metering.sinks import LedgerSink
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.metering.stores.open import is_postgres_url, open_sink
 
 
 class DeferredSink:

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from tests.metering.factories import make_event
 from tokenplane.metering.events import encode_event
-from tokenplane.metering.journal import CommittedBatch, Journal, JournalBusy, JournalClosed
-from tokenplane.metering.journal_files import (
+from tokenplane.metering.journal.files import (
     HEADER,
     Position,
     encode_record,
@@ -22,6 +21,7 @@ from tokenplane.metering.journal_files import (
     segment_numbers,
     write_checkpoint,
 )
+from tokenplane.metering.journal.journal import CommittedBatch, Journal, JournalBusy, JournalClosed
 
 
 @pytest.fixture(params=[True, False], ids=["loop", "thread"])
