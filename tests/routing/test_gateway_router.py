@@ -148,8 +148,12 @@ def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
         validate_config(cfg(model={"fallbacks": ["nope"]}))
     with pytest.raises(Exception, match="unknown SLO classes"):
         validate_config(cfg(scheduling={"by_app": {"x": "gold"}}))
-    with pytest.raises(Exception, match="unknown keys"):
+    with pytest.raises(Exception, match=r"scheduling\.classes\.gold\.speed: unknown field"):
         validate_config(cfg(scheduling={"classes": {"gold": {"speed": 1}}}))
+    with pytest.raises(Exception, match=r"scheduling\.classes\.gold\.ttft_s"):
+        validate_config(cfg(scheduling={"classes": {"gold": {"ttft_s": -1}}}))
+    with pytest.raises(Exception, match=r"scheduling\.classes\.gold\.gate_fraction"):
+        validate_config(cfg(scheduling={"classes": {"gold": {"gate_fraction": 0}}}))
     good = validate_config(cfg(routing={"profile": "nonesuch"}))
     with pytest.raises(ValueError, match="unknown routing profile"):
         GatewayRouter(good.routing, _live({"m": [("a", "")]}, BreakerConfig()), {})
