@@ -9,6 +9,11 @@ tokens), at concurrency 1 and 32. Rounds are interleaved and repeated; figures a
 medians over rounds. Prints JSON; ``--out FILE`` also writes it.
 
     python bench/bench_gateway.py [--rounds 3] [--seconds 4] [--out bench/out/gateway.json]
+
+``--baseline TREE`` also runs both gateways from another checkout (``TREE/src``, e.g. a
+``git worktree`` of the commit before a change) in the same rounds, and reports each
+gateway's figures over its baseline's (``before_after``): a change measured against
+what it changed, on the same machine at the same time.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ class Target:
         return sum(cpu_seconds(p.pid) for p in self.procs)
 
 
-def start_servers(tmp: Path, workers: int) -> list[Target]:
+def start_servers(tmp: Path, workers: int, baseline: Path | None = None) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -132,7 +137,7 @@ def start_servers(tmp: Path, workers: int) -> list[Target]:
 
     from tokenplane.meta.keystore import KeyStore
 
-    def gateway(name: str, extra: str, n: int) -> None:
+    def gateway(name: str, extra: str, n: int, src: Path | None = None) -> None:
         home = tmp / name  # a data dir each (each worker has its own journal writer)
         store = KeyStore(home / "meta.db")
         key, _ = store.create_key("bench", app="bench")
@@ -140,9 +145,12 @@ def start_servers(tmp: Path, workers: int) -> list[Target]:
         cfg = tmp / f"{name}.yaml"
         cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra)
         port = free_port()
+        env = {**os.environ, "TOKENPLANE_HOME": str(home)}
+        if src is not None:  # that tree's tokenplane first on the path
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
         targets.append(Target(name, port, [subprocess.Popen(
             [sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg), "--port",
-             str(port), "--workers", str(n)], env={**os.environ, "TOKENPLANE_HOME": str(home)},
+             str(port), "--workers", str(n)], env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)], key))
 
     lean_cfg = "governance: {enabled: false}\n"
@@ -150,6 +158,9 @@ def start_servers(tmp: Path, workers: int) -> list[Target]:
     passthrough("passthrough-h1", "h1", 1)
     gateway("gateway", "", 1)
     gateway("gateway-lean", lean_cfg, 1)
+    if baseline is not None:
+        gateway("gateway-base", "", 1, baseline / "src")
+        gateway("gateway-lean-base", lean_cfg, 1, baseline / "src")
     if workers > 1:
         passthrough(f"passthrough-x{workers}", "aiohttp", workers)
         gateway(f"gateway-x{workers}", "", workers)
@@ -212,7 +223,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        targets = start_servers(Path(tmp), args.workers)
+        targets = start_servers(Path(tmp), args.workers, args.baseline)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
@@ -256,6 +267,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         "throughput_over_passthrough_x": round(g["rps"] / px["rps"], 3),
                         "added_p50_ms_over_passthrough_x": round(g["p50_ms"] - px["p50_ms"], 3),
                     }
+    if args.baseline is not None:
+        before_after: dict[str, Any] = {}
+        for mode in ("nonstream", "stream"):
+            for conc in (1, 32):
+                for gname in ("gateway", "gateway-lean"):
+                    g = results[f"{mode}/c{conc}/{gname}"]
+                    b = results[f"{mode}/c{conc}/{gname}-base"]
+                    before_after[f"{mode}/c{conc}/{gname}"] = {
+                        "throughput_after_over_before": round(g["rps"] / b["rps"], 3),
+                        "p50_ms_after_minus_before": round(g["p50_ms"] - b["p50_ms"], 3),
+                        "cpu_per_request_after_over_before": round(
+                            g["server_cpu_ms_per_request"] / b["server_cpu_ms_per_request"], 3),
+                    }
+        ratios["before_after"] = before_after
     return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
             "workers": args.workers,
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
@@ -282,6 +307,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--workers", type=int, default=1,
                     help="also run the pass-through and the gateways as N processes")
+    ap.add_argument("--baseline", type=Path,
+                    help="a checkout whose src/ also serves both gateways, for before/after")
     run_and_print(main_async, ap.parse_args())
 
 
