@@ -32,6 +32,7 @@ from tokenplane.config.schema import AdmissionConfig, ModelConfig
 from tokenplane.meta.limit_store import LimitStore, LimitTarget
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
@@ -53,7 +54,7 @@ def _limits(path: Path) -> LimitStore:
 
 
 def _ctx(i: int) -> RequestContext:
-    ctx = RequestContext(f"req{i}-{uuid.uuid4().hex[:6]}", "/v1/chat/completions", "chat",
+    ctx = RequestContext(f"req{i}-{uuid.uuid4().hex[:6]}", "/v1/chat/completions", CHAT,
                          b"", {})
     ctx.principal, ctx.alias, ctx.max_tokens = PRINCIPAL, "m", 200
     ctx.counts = TokenCounts(user=300)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(HERE))
 from bench_gateway import cpu_seconds, free_port, run_and_print, wait_port  # noqa: E402
 from bench_tokens import TOOLS, requests  # noqa: E402
 from tokenplane.config.loader import validate_config  # noqa: E402
+from tokenplane.operations.chat import CHAT  # noqa: E402
 from tokenplane.tokens.model_counters import ModelCounters  # noqa: E402
 
 CONFIG = """
@@ -68,10 +69,10 @@ def counting_us(reqs: list[dict[str, Any]], runs: int) -> tuple[float, int]:
     prompt = 0
     for _ in range(runs):
         counters = ModelCounters(cfg.models)
-        prompt = counters.count(model, "chat", reqs[0]).counts.prompt
+        prompt = counters.count(model, CHAT, reqs[0]).counts.prompt
         t0 = time.perf_counter()
         for body in reqs[1:]:
-            counters.count(model, "chat", body)
+            counters.count(model, CHAT, body)
         out.append((time.perf_counter() - t0) / (len(reqs) - 1) * 1e6)
     return statistics.median(out), prompt
 

@@ -30,6 +30,7 @@ from tokenplane.config.schema import GatewayConfig
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.service import AuditService, audit_redactor
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.guard_stages import InputGuardStage
@@ -53,7 +54,7 @@ def body(i: int) -> dict[str, Any]:
 
 
 def ctx_for(i: int) -> RequestContext:
-    ctx = RequestContext(f"r{i}", "/v1/chat/completions", "chat", b"", {})
+    ctx = RequestContext(f"r{i}", "/v1/chat/completions", CHAT, b"", {})
     ctx.principal = Principal("key_1", "acme", app="chat")
     ctx.body = body(i)
     ctx.alias = "m"
@@ -141,7 +142,7 @@ async def main(quick: bool) -> dict[str, Any]:
                                                               "content": text}}]})
     t = time.perf_counter()
     for _ in range(m):
-        guard_body("chat", state0, full)
+        guard_body(CHAT, state0, full)
     result["guard_out_body_us"] = round((time.perf_counter() - t) / m * 1e6, 1)
 
     # audit: building the entry on the loop, and the append in the audit thread

@@ -24,6 +24,7 @@ import orjson
 from tokenplane.app import build_gateway
 from tokenplane.auth.principal import Principal
 from tokenplane.config.loader import validate_config
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import pick_least_loaded
@@ -46,7 +47,7 @@ def _ctx(i: int, messages: int) -> RequestContext:
         {"role": "system", "content": "You are a helpful assistant. " * 20}] + [
         {"role": "user" if k % 2 == 0 else "assistant", "content": f"turn {k} " * 40}
         for k in range(messages - 1)]}
-    ctx = RequestContext(f"req-{i}", "/v1/chat/completions", "chat", orjson.dumps(body), {},
+    ctx = RequestContext(f"req-{i}", "/v1/chat/completions", CHAT, orjson.dumps(body), {},
                          body=body, principal=Principal("k", "bench", app="bench"))
     ctx.counts = TokenCounts(system=120, history=60 * max(0, messages - 2), user=60)
     ctx.max_tokens = 64

@@ -29,6 +29,7 @@ from bench_gateway import run_and_print
 from tokenplane.app import build_gateway
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.meta.keystore import KeyStore
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.context import RequestContext
 
 CONFIG = """
@@ -89,7 +90,7 @@ async def one_variant(home: Path, governance: bool, requests: int,
             acc: dict[str, int] = defaultdict(int)
             for _ in range(requests):
                 n += 1
-                ctx = RequestContext(f"r{n}", "/v1/chat/completions", "chat", body(n), headers)
+                ctx = RequestContext(f"r{n}", "/v1/chat/completions", CHAT, body(n), headers)
                 for stage in p.stages:
                     await own_time(stage.run(ctx), acc, type(stage).__name__)
                 now = time.time()

@@ -46,7 +46,7 @@ def _limit(gw: GatewayThread, target: LimitTarget, **limits: Any) -> None:
 
 
 def _prompt_tokens(gw: GatewayThread) -> int:
-    return len(gw.gateway.counters.prompt_ids(MODEL)({"messages": MESSAGES}, "chat"))
+    return len(gw.gateway.counters.prompt_ids(MODEL).messages(MESSAGES, None))
 
 
 def _spent(gw: GatewayThread, tenant: str, scope: Scope, name: str) -> int:

@@ -51,7 +51,7 @@ async def test_chat_non_stream_usage_is_exact(
     choice = data["choices"][0]
     assert choice["finish_reason"] == "length"
     assert choice["message"]["role"] == "assistant"
-    prompt_ids = simple_prompt_ids(tokenizer)(body, "chat")
+    prompt_ids = simple_prompt_ids(tokenizer).messages(body["messages"], None)
     usage = data["usage"]
     assert usage["prompt_tokens"] == len(prompt_ids)
     assert usage["completion_tokens"] == 37

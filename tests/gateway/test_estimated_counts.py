@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.harness import GatewayThread, sim_config
 from tokenplane.config.loader import validate_config
+from tokenplane.operations.chat import CHAT
 from tokenplane.tokens.model_counters import ModelCounters
 
 MODEL = "sim-llama3-8b"
@@ -31,7 +32,7 @@ def test_unknown_tokenizers_fall_back_to_the_estimator(spec: str, estimated: boo
     cfg = validate_config(sim_config(tokenizer=spec))
     counters = ModelCounters(cfg.models)
     assert counters.is_estimated(MODEL) is estimated
-    result = counters.count(cfg.models[0], "chat", {"messages": [
+    result = counters.count(cfg.models[0], CHAT, {"messages": [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]})
     assert result.counts.prompt > 0 and result.counts.system > 0
     assert ("input_estimated" in result.flags) is estimated

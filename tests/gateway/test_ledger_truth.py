@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 from tests.gateway.fake_upstream import REPLY, FakeUpstream
 from tests.gateway.harness import GatewayThread, sim_config
 from tests.gateway.ledger_checks import assert_rollups_match, read_ledger
+from tokenplane.operations.chat import CHAT
 
 MODEL = "sim-llama3-8b"
 SYSTEM = "You are a meticulous assistant who answers with care. " * 40
@@ -85,7 +86,7 @@ def test_reported_zero_kept_and_missing_usage_estimated(tmp_path: Path, stream: 
         return ids
 
     ids = asyncio.run(run())
-    estimate = gw.gateway.counters.count(gw.gateway.pools[MODEL].model, "chat",
+    estimate = gw.gateway.counters.count(gw.gateway.pools[MODEL].model, CHAT,
                                          {"messages": msgs}).counts.prompt
     reply_tokens = gw.gateway.counters.tokenizer(MODEL).count(REPLY)
     gw.stop()

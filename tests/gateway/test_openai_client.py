@@ -19,7 +19,7 @@ MESSAGES = [
 
 def _expected_prompt(gw: GatewayThread) -> int:
     counters = gw.gateway.counters
-    return len(counters.prompt_ids(MODEL)({"messages": MESSAGES}, "chat"))
+    return len(counters.prompt_ids(MODEL).messages(MESSAGES, None))
 
 
 def test_chat_non_stream_usage_is_exact(gateway: GatewayThread, api_key: str) -> None:

@@ -32,8 +32,7 @@ def test_openai_client_through_gateway_to_http_sims(sim_ports: list[int], tmp_pa
     key = gw.create_key("default", app="remote")
     client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0)
     msgs = [{"role": "user", "content": "Hello over HTTP"}]
-    expected_prompt = len(gw.gateway.counters.prompt_ids("sim-llama3-8b")({"messages": msgs},
-                                                                          "chat"))
+    expected_prompt = len(gw.gateway.counters.prompt_ids("sim-llama3-8b").messages(msgs, None))
     for _ in range(4):
         r = client.chat.completions.create(model="sim-llama3-8b", messages=msgs, max_tokens=7)  # type: ignore[arg-type]
         assert r.usage is not None and r.usage.completion_tokens == 7

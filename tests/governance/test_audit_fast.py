@@ -27,6 +27,7 @@ from tokenplane.governance.audit.service import MAX_BATCH, AuditService, audit_r
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.guard_state import BLOCK_CODES, GuardState
 from tokenplane.governance.pii_policy import redact, scan
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.audit_stage import (
     AuditFinisher,
     _limits,
@@ -49,7 +50,7 @@ DAY = 86400
        st.none() | st.dictionaries(st.sampled_from(["prompt_tokens", "completion_tokens", "x"]),
                                    st.integers(0, 99) | st.text(max_size=2)))
 def test_tokens_as_before(values: list[int], usage: dict[str, object] | None) -> None:
-    ctx = RequestContext("r", "/v1/x", "chat", b"", {})
+    ctx = RequestContext("r", "/v1/x", CHAT, b"", {})
     ctx.counts = TokenCounts(*values)
     ctx.usage = usage  # type: ignore[assignment]
     want = {k: v for k, v in ctx.counts.as_dict().items() if v}
@@ -63,7 +64,7 @@ def test_tokens_as_before(values: list[int], usage: dict[str, object] | None) ->
 def test_tokens_read_every_count_field() -> None:
     """A field added to TokenCounts must be added to _tokens too."""
     for i, f in enumerate(dataclasses.fields(TokenCounts)):
-        ctx = RequestContext("r", "/v1/x", "chat", b"", {})
+        ctx = RequestContext("r", "/v1/x", CHAT, b"", {})
         setattr(ctx.counts, f.name, i + 1)
         assert _tokens(ctx) == {f.name: i + 1}
 
@@ -196,7 +197,7 @@ def _contexts(policies: GuardPolicies) -> list[RequestContext]:
          {"completion_tokens": 2}),
         (Principal("k3", "t"), "upstream_error", False, True, {}),
     ]):
-        ctx = RequestContext(f"r{i}", "/v1/chat/completions", "chat", b"", {})
+        ctx = RequestContext(f"r{i}", "/v1/chat/completions", CHAT, b"", {})
         ctx.principal, ctx.error_code, ctx.stream, ctx.usage = principal, error, stream, usage
         ctx.alias, ctx.http_status, ctx.upstream_start = "m", 200 + i, 1.0 if i else None
         ctx.counts = TokenCounts(i, 0, 2, 0, 5, 0, i, 0)

@@ -18,6 +18,8 @@ from tokenplane.governance.analyzer_cache import CachedAnalyzer
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.injection.detector import HeuristicDetector, Source
+from tokenplane.operations.chat import CHAT
+from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline import guard_stages
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.guard_stages import InputGuardStage, message_text, screened_texts
@@ -79,7 +81,7 @@ def _reference_chat_screened(messages: list[Any]) -> list[tuple[str, Source]]:
 
 
 def _outcome(stage: InputGuardStage, operation: str, body: dict[str, Any]) -> dict[str, Any]:
-    ctx = RequestContext("r1", "/v1/x", operation, b"", {})
+    ctx = RequestContext("r1", "/v1/x", standard_operations().named(operation), b"", {})
     ctx.principal = Principal("key_1", "acme", app="chat")
     ctx.alias = "m"
     ctx.body = body
@@ -131,5 +133,5 @@ def test_chat_read_backwards_gives_the_same_texts() -> None:
     for n in range(len(msgs) + 1):
         part = msgs[:n]
         want = _reference_chat_screened(part)
-        assert screened_texts("chat", {"messages": part}) == want
-        assert screened_texts("chat", {"messages": tuple(part)}) == want  # not a list
+        assert screened_texts(CHAT, {"messages": part}) == want
+        assert screened_texts(CHAT, {"messages": tuple(part)}) == want  # not a list

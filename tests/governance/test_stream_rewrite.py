@@ -11,6 +11,7 @@ from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.governance.vault import PLACEHOLDER_RE
+from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.output_guard import StreamRewrite
 
@@ -20,7 +21,8 @@ POLICIES = GuardPolicies(GovernanceConfig())
 
 
 def _setup(operation: str = "chat") -> tuple[StreamRewrite, GuardState]:
-    ctx = RequestContext("r1", "/v1/chat/completions", operation, b"", {})
+    op = standard_operations().named(operation)
+    ctx = RequestContext("r1", op.path, op, b"", {})
     state = GuardState(POLICIES.for_principal("t", None))
     return StreamRewrite(ctx, state), state
 

@@ -20,8 +20,9 @@ from aiohttp import web
 from tokenplane.errors import GatewayError, error_body
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
+from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import not_found
-from tokenplane.pipeline.context import OPERATIONS, RequestContext
+from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.runner import Pipeline, Reply
 
 log = logging.getLogger("tokenplane.api")
@@ -128,6 +129,7 @@ class OpenAIRoutes:
         models_for: Callable[[str], list[str]],
         max_body: int,
         new_id: Callable[[], str] | None = None,
+        operations: OperationRegistry | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.keys = keys
@@ -135,9 +137,11 @@ class OpenAIRoutes:
         self.models_for = models_for
         self.max_body = max_body
         self.new_id = new_id or RequestIds()  # the middleware's, so ids never repeat
+        self.operations = operations or standard_operations()  # the endpoint kinds served
+        self._by_path = self.operations.by_path
 
     def install(self, app: web.Application) -> None:
-        for path in OPERATIONS:
+        for path in self.operations.paths:
             app.router.add_post(path, self.inference)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.prometheus)
@@ -149,9 +153,10 @@ class OpenAIRoutes:
         return await request.read()
 
     async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
-        """One inference request (``path`` one of OPERATIONS): the whole body, the request
-        headers (looked up by lower-case name). Returns the reply or raises GatewayError."""
-        ctx = RequestContext(rid, path, OPERATIONS[path], raw, headers)
+        """One inference request (``path`` one of :attr:`operations`): the whole body, the
+        request headers (looked up by lower-case name). Returns the reply or raises
+        GatewayError."""
+        ctx = RequestContext(rid, path, self._by_path[path], raw, headers)
         try:
             return await self.pipeline.handle(ctx)
         except GatewayError as err:

@@ -7,13 +7,14 @@ The gateway injects the model's real chat template; these exist so that
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenplane.errors import invalid
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.prompt_parts import PromptEncoder
 
-PromptIds = Callable[[dict[str, Any], str], list[int]]
+PromptIds = PromptEncoder  # prompt parts -> ids (the engine kind picks the parts)
 
 
 def default_tokenizer() -> Tokenizer:
@@ -32,24 +33,32 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def simple_prompt_ids(tokenizer: Tokenizer) -> PromptIds:
-    """prompt_ids(body, endpoint): chat as ``role: content`` lines, completions as is."""
+class SimpleIds:
+    """Chat as ``role: content`` lines, completions as they are."""
 
-    def prompt_ids(body: dict[str, Any], endpoint: str) -> list[int]:
-        if endpoint == "chat":
-            lines = [
-                f"{m.get('role', 'user')}: {_content_text(m.get('content'))}\n"
-                for m in body.get("messages", [])
-                if isinstance(m, dict)
-            ]
-            return tokenizer.encode("".join(lines) + "assistant:")
-        prompt = body.get("prompt")
+    __slots__ = ("tokenizer",)
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> list[int]:
+        lines = [
+            f"{m.get('role', 'user')}: {_content_text(m.get('content'))}\n"
+            for m in messages
+            if isinstance(m, dict)
+        ]
+        return self.tokenizer.encode("".join(lines) + "assistant:")
+
+    def prompt(self, prompt: Any) -> list[int]:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            return tokenizer.encode(prompt)
+            return self.tokenizer.encode(prompt)
         if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
             return [int(t) for t in prompt]
         raise invalid("'prompt' must be a string or an array of token ids", param="prompt")
 
-    return prompt_ids
+
+def simple_prompt_ids(tokenizer: Tokenizer) -> PromptIds:
+    """The prompt ids of :class:`SimpleIds` (no chat template)."""
+    return SimpleIds(tokenizer)

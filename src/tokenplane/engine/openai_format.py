@@ -26,11 +26,12 @@ def usage(prompt: int, completion: int, cached: int, reasoning: int | None) -> d
 
 
 class Formatter:
-    """Builds one request's chunks and body; endpoint is "chat" or "completions"."""
+    """Builds one request's chunks and body; a subclass per answer shape (the engine
+    kind picks it: ``engine/kinds.py``)."""
 
-    def __init__(self, endpoint: str, rid: str, created: int, model: str,
-                 include_usage: bool) -> None:
-        self.chat = endpoint == "chat"
+    chunk_object = ""  # the ``object`` of a stream chunk
+
+    def __init__(self, rid: str, created: int, model: str, include_usage: bool) -> None:
         self.rid = rid
         self.created = created
         self.model = model
@@ -39,7 +40,7 @@ class Formatter:
     def _envelope(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         obj: dict[str, Any] = {
             "id": self.rid,
-            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "object": self.chunk_object,
             "created": self.created,
             "model": self.model,
             "choices": choices,
@@ -49,19 +50,11 @@ class Formatter:
         return obj
 
     def role_chunk(self) -> bytes | None:
-        """Chat streams open with the assistant role (vLLM sends it with the first token)."""
-        if not self.chat:
-            return None
-        delta = {"role": "assistant", "content": ""}
-        return sse(self._envelope([_choice_delta(delta, None)]))
+        """The chunk a stream opens with, if the shape has one."""
+        return None
 
     def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
-        if self.chat:
-            delta = {"reasoning_content": text} if reasoning else {"content": text}
-            return sse(self._envelope([_choice_delta(delta, finish_reason)]))
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                  "stop_reason": None}
-        return sse(self._envelope([choice]))
+        raise NotImplementedError
 
     def usage_chunk(self, use: dict[str, Any]) -> bytes:
         obj = self._envelope([])
@@ -70,21 +63,53 @@ class Formatter:
 
     def body(self, content: str, reasoning: str | None, finish_reason: str,
              use: dict[str, Any]) -> bytes:
-        if self.chat:
-            message: dict[str, Any] = {"role": "assistant", "content": content,
-                                       "tool_calls": []}
-            if reasoning is not None:
-                message["reasoning_content"] = reasoning
-            choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None,
-                                      "finish_reason": finish_reason, "stop_reason": None}
-            kind = "chat.completion"
-        else:
-            choice = {"index": 0, "text": (reasoning or "") + content, "logprobs": None,
-                      "finish_reason": finish_reason, "stop_reason": None,
-                      "prompt_logprobs": None}
-            kind = "text_completion"
+        raise NotImplementedError
+
+    def _body(self, kind: str, choice: dict[str, Any], use: dict[str, Any]) -> bytes:
         return orjson.dumps({"id": self.rid, "object": kind, "created": self.created,
                              "model": self.model, "choices": [choice], "usage": use})
+
+
+class ChatFormatter(Formatter):
+    """Chat completions: ``delta`` chunks, a ``message`` body."""
+
+    chunk_object = "chat.completion.chunk"
+
+    def role_chunk(self) -> bytes | None:
+        """Chat streams open with the assistant role (vLLM sends it with the first token)."""
+        delta = {"role": "assistant", "content": ""}
+        return sse(self._envelope([_choice_delta(delta, None)]))
+
+    def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
+        delta = {"reasoning_content": text} if reasoning else {"content": text}
+        return sse(self._envelope([_choice_delta(delta, finish_reason)]))
+
+    def body(self, content: str, reasoning: str | None, finish_reason: str,
+             use: dict[str, Any]) -> bytes:
+        message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": []}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None,
+                                  "finish_reason": finish_reason, "stop_reason": None}
+        return self._body("chat.completion", choice, use)
+
+
+class TextFormatter(Formatter):
+    """Completions: ``text`` choices in chunks and body."""
+
+    chunk_object = "text_completion"
+
+    def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+                  "stop_reason": None}
+        return sse(self._envelope([choice]))
+
+    def body(self, content: str, reasoning: str | None, finish_reason: str,
+             use: dict[str, Any]) -> bytes:
+        choice = {"index": 0, "text": (reasoning or "") + content, "logprobs": None,
+                  "finish_reason": finish_reason, "stop_reason": None,
+                  "prompt_logprobs": None}
+        return self._body("text_completion", choice, use)
 
 
 def _choice_delta(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:

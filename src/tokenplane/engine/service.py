@@ -44,17 +44,14 @@ from tokenplane.engine.core import Engine, EngineRequest, StepResult
 from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
 from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
+from tokenplane.engine.kinds import GenerationKind, served_kinds
 from tokenplane.engine.metrics import CONTENT_TYPE, EngineMetricsExporter
-from tokenplane.engine.openai_format import Formatter
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
-from tokenplane.engine.validation import (
-    check_model,
-    check_prompt,
-    parse_generation,
-    parse_json_object,
-)
+from tokenplane.engine.validation import check_model, parse_generation, parse_json_object
 from tokenplane.errors import GatewayError, error_body, invalid
+from tokenplane.operations.chat import CHAT
+from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.tokens.base import Tokenizer
 
 __all__ = ["EngineService", "ServiceResponse", "SimulatedDrop"]
@@ -147,10 +144,11 @@ class EngineService:
         self._created = int(time.time())
         self._ids = itertools.count()
         self._closed = False
+        self._kinds = served_kinds()  # the endpoint kinds, by operation name
         self._routes: dict[str, tuple[str, Handler]] = {
-            "/v1/chat/completions": ("POST", self._chat),
-            "/v1/completions": ("POST", self._completions),
-            "/v1/embeddings": ("POST", self._embeddings),
+            kind.operation.path: ("POST", kind.handler(self)) for kind in self._kinds
+        }
+        self._routes |= {
             "/tokenize": ("POST", self._tokenize),
             "/v1/models": ("GET", self._models),
             "/health": ("GET", self._health),
@@ -264,32 +262,25 @@ class EngineService:
         result: ServiceResponse = await entry[1](data, headers)
         return result
 
-    async def _chat(self, body: Body, headers: Headers) -> ServiceResponse:
-        return await self._generate(body, "chat", headers)
-
-    async def _completions(self, body: Body, headers: Headers) -> ServiceResponse:
-        return await self._generate(body, "completions", headers)
-
-    async def _generate(
-        self, body: dict[str, Any], endpoint: str, headers: Mapping[str, str]
+    async def generate(
+        self, kind: GenerationKind, body: dict[str, Any], headers: Mapping[str, str]
     ) -> ServiceResponse:
-        params = parse_generation(body, endpoint)
+        """A chat or completions request (the engine kind says which)."""
+        params = parse_generation(body, kind)
         check_model(params.model, self.model_name)
         fail_after = _int_header(headers, "x-sim-fail-after", 0, 10**9)
-        ids = self._prompt_ids(body, endpoint)
+        ids = kind.prompt_ids(self._prompt_ids, body)
         prompt_len = len(ids)
         if prompt_len == 0:
-            raise invalid("the prompt is empty", param="messages" if endpoint == "chat"
-                          else "prompt")
+            raise invalid("the prompt is empty", param=kind.prompt_param)
         n_out, finish = self._output_length(ids, params.max_tokens)
         reasoning: int | None = None
         if params.reasoning_effort is not None:
             share = REASONING_SHARE[params.reasoning_effort]
             reasoning = min(int(n_out * share), n_out - 1)
         words = [self._words[i] for i in self._pool.output_ids(ids, n_out)]
-        prefix = "chatcmpl" if endpoint == "chat" else "cmpl"
-        rid = f"{prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
-        fmt = Formatter(endpoint, rid, int(time.time()), self.model_name, params.include_usage)
+        rid = f"{kind.id_prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
+        fmt = kind.formatter(rid, int(time.time()), self.model_name, params.include_usage)
         gen = Generation(rid, prompt_len, words, finish, reasoning, fmt, self._abort)
         if self._task is None:
             if self._closed:
@@ -332,18 +323,15 @@ class EngineService:
         room = limit - prompt_len
         return (natural, "stop") if natural <= room else (room, "length")
 
-    async def _embeddings(self, body: Body, headers: Headers) -> ServiceResponse:
+    async def embed(self, body: Body, headers: Headers) -> ServiceResponse:
         out = embeddings_body(body, self.tokenizer, self.model_name,
                               self.max_model_len)
         return ServiceResponse(200, dict(JSON), out, None)
 
     async def _tokenize(self, body: Body, headers: Headers) -> ServiceResponse:
-        endpoint = "chat" if "messages" in body else "completions"
-        if endpoint == "chat":
-            parse_generation({"messages": body["messages"]}, "chat")
-        else:
-            check_prompt(body.get("prompt"))
-        tokens = self._prompt_ids(body, endpoint)
+        kind = self._kinds.generation(CHAT.name if "messages" in body else COMPLETIONS.name)
+        kind.check(body)
+        tokens = kind.prompt_ids(self._prompt_ids, body)
         return ServiceResponse(200, dict(JSON), tokenize_body(tokens, self.max_model_len), None)
 
     async def _models(self, body: Body, headers: Headers) -> ServiceResponse:

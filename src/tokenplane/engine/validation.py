@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -13,11 +13,19 @@ ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function
 EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
 
 
+class BodyCheck(Protocol):
+    """An engine kind's own checks of its body (``engine/kinds.py``)."""
+
+    name: str
+
+    def check(self, body: dict[str, Any]) -> None: ...
+
+
 @dataclass(frozen=True)
 class GenParams:
     """What the service needs from a chat or completions body."""
 
-    endpoint: str  # "chat" | "completions"
+    endpoint: str  # the kind's operation name ("chat", "text_completion")
     model: str | None
     stream: bool
     include_usage: bool
@@ -62,7 +70,7 @@ def _check_range(body: dict[str, Any], key: str, low: float, high: float) -> Non
         raise invalid(f"'{key}' must be a number between {low} and {high}", param=key)
 
 
-def _check_messages(body: dict[str, Any]) -> None:
+def check_messages(body: dict[str, Any]) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty array of message objects", param="messages")
@@ -99,15 +107,13 @@ def check_prompt(prompt: Any) -> None:
     )
 
 
-def parse_generation(body: dict[str, Any], endpoint: str) -> GenParams:
-    """Validate a chat ("chat") or completions ("completions") body."""
+def parse_generation(body: dict[str, Any], kind: BodyCheck) -> GenParams:
+    """Validate a body of a generating kind (chat, completions): the kind's own
+    checks, then the sampling and streaming fields they share."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise invalid("'model' must be a string", param="model")
-    if endpoint == "chat":
-        _check_messages(body)
-    else:
-        check_prompt(body.get("prompt"))
+    kind.check(body)
     n = body.get("n")
     if n is not None and (not _is_int(n) or n != 1):
         raise invalid("only n=1 is supported", param="n")
@@ -139,7 +145,7 @@ def parse_generation(body: dict[str, Any], endpoint: str) -> GenParams:
     if effort is not None and effort not in EFFORTS:
         raise invalid(f"'reasoning_effort' must be one of {sorted(EFFORTS)}",
                       param="reasoning_effort")
-    return GenParams(endpoint, model, stream, include_usage, max_tokens, effort)
+    return GenParams(kind.name, model, stream, include_usage, max_tokens, effort)
 
 
 def check_model(requested: str | None, served: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from tokenplane.governance.guard_policy import GuardPolicy
 from tokenplane.governance.pii_policy import Finding
 from tokenplane.governance.vault import Vault
+from tokenplane.operations.base import Operation
 
 INJECTION_HEADER = "x-tokenplane-injection"
 INJECTION_FLAG = "injection_flagged"
@@ -61,10 +62,10 @@ class GuardState:
         for t in entity_types:
             slot.setdefault(t, {})["block"] = 1
 
-    def output_active(self, operation: str) -> bool:
+    def output_active(self, operation: Operation) -> bool:
         """True when answers must be parsed: placeholders to restore, a response policy
         that rewrites, or tool calls to check."""
-        tools = operation == "chat" and self.policy.tools.allowed is not None
+        tools = operation.tools and self.policy.tools.allowed is not None
         placeholders = self._vault is not None and bool(len(self._vault))
         return placeholders or self.policy.response_rewrites or tools
 

@@ -1,4 +1,7 @@
-"""Validation of OpenAI-shaped request bodies, with messages that say what to fix."""
+"""Validation of OpenAI-shaped request bodies, with messages that say what to fix.
+
+The checks every generating kind shares live here (:func:`check_common`); each endpoint
+kind's own checks live with its operation (``operations/chat.py`` ...)."""
 
 from __future__ import annotations
 
@@ -6,11 +9,10 @@ from typing import Any
 
 from tokenplane.errors import GatewayError, invalid
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _NUMBER = (int, float)
 
 
-def _type_name(v: Any) -> str:
+def type_name(v: Any) -> str:
     if v is None:
         return "null"
     return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
@@ -34,10 +36,10 @@ _FIELDS: tuple[tuple[str, tuple[type, ...], str, float | None, float | None], ..
 )
 
 
-def _check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
+def check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
     if not isinstance(v, kinds) or (isinstance(v, bool) and bool not in kinds):
         raise invalid(
-            f"'{name}' must be {label}, got {_type_name(v)}", param=name, code="invalid_type"
+            f"'{name}' must be {label}, got {type_name(v)}", param=name, code="invalid_type"
         )
 
 
@@ -47,17 +49,18 @@ def _check_range(name: str, v: Any, lo: float, hi: float | None) -> None:
         raise invalid(f"'{name}' must be {bound}, got {v}", param=name, code="invalid_value")
 
 
-def _common(body: dict[str, Any]) -> None:
+def check_common(body: dict[str, Any]) -> None:
+    """The model, then the sampling and streaming fields any generating kind may carry."""
     if "model" not in body:
         raise invalid("you must provide a model parameter", param="model", code="missing_required")
     model = body["model"]
     if model is not None:
-        _check_type("model", model, (str,), "a string")
+        check_type("model", model, (str,), "a string")
     if not model:
         raise invalid("'model' must not be empty", param="model", code="invalid_value")
     present = [(f, body[f[0]]) for f in _FIELDS if f[0] in body and body[f[0]] is not None]
     for (name, kinds, label, _, _), v in present:
-        _check_type(name, v, kinds, label)
+        check_type(name, v, kinds, label)
     for (name, _, _, lo, hi), v in present:
         if lo is not None:
             _check_range(name, v, lo, hi)
@@ -78,103 +81,6 @@ def _common(body: dict[str, Any]) -> None:
                       code="invalid_type")
 
 
-def _content(msg: dict[str, Any], i: int) -> None:
-    content = msg.get("content")
-    role = msg["role"]
-    param = f"messages[{i}].content"
-    if content is None:
-        if role == "assistant" and (msg.get("tool_calls") or msg.get("function_call")):
-            return
-        raise invalid(f"'{param}' is required for role '{role}'", param=param,
-                      code="missing_required")
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise invalid(f"'{param}' must be a string or an array of content parts, got "
-                      f"{_type_name(content)}", param=param, code="invalid_type")
-    for j, part in enumerate(content):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise invalid(f"'{param}[{j}]' must be an object with a 'type'",
-                          param=f"{param}[{j}]", code="invalid_type")
-        if part["type"] == "text" and not isinstance(part.get("text"), str):
-            raise invalid(f"'{param}[{j}].text' must be a string",
-                          param=f"{param}[{j}].text", code="invalid_type")
-
-
-def validate_chat(body: dict[str, Any]) -> None:
-    _common(body)
-    if "messages" not in body:
-        raise invalid("'messages' is a required property", param="messages",
-                      code="missing_required")
-    msgs = body["messages"]
-    if not isinstance(msgs, list):
-        raise invalid(f"'messages' must be an array of message objects, got {_type_name(msgs)}",
-                      param="messages", code="invalid_type")
-    if not msgs:
-        raise invalid("'messages' must contain at least one message", param="messages",
-                      code="invalid_value")
-    for i, msg in enumerate(msgs):
-        if not isinstance(msg, dict):
-            raise invalid(f"'messages[{i}]' must be an object, got {_type_name(msg)}",
-                          param=f"messages[{i}]", code="invalid_type")
-        role = msg.get("role")
-        if role not in ROLES:
-            raise invalid(
-                f"'messages[{i}].role' must be one of {sorted(ROLES)}, got {role!r}",
-                param=f"messages[{i}].role", code="invalid_value",
-            )
-        _content(msg, i)
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise invalid("'tools' must be an array", param="tools", code="invalid_type")
-        for i, tool in enumerate(tools):
-            fn = tool.get("function") if isinstance(tool, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise invalid(f"'tools[{i}]' must be {{'type': 'function', 'function': "
-                              "{'name': ...}}", param=f"tools[{i}]", code="invalid_type")
-
-
-def validate_completion(body: dict[str, Any]) -> None:
-    _common(body)
-    if "prompt" not in body:
-        raise invalid("'prompt' is a required property", param="prompt", code="missing_required")
-    p = body["prompt"]
-    ok = isinstance(p, str) or (
-        isinstance(p, list) and p and (
-            all(isinstance(x, str) for x in p)
-            or all(isinstance(x, int) and not isinstance(x, bool) for x in p)
-        )
-    )
-    if not ok:
-        raise invalid("'prompt' must be a string, an array of strings or an array of token ids",
-                      param="prompt", code="invalid_type")
-    if isinstance(p, list) and len(p) > 1 and isinstance(p[0], str):
-        raise invalid("batched prompts are not supported; send one prompt per request",
-                      param="prompt", code="unsupported_value")
-
-
-def validate_embeddings(body: dict[str, Any]) -> None:
-    if "model" not in body:
-        raise invalid("you must provide a model parameter", param="model", code="missing_required")
-    for name in ("model", "user"):
-        if body.get(name) is not None:
-            _check_type(name, body[name], (str,), "a string")
-    if "input" not in body:
-        raise invalid("'input' is a required property", param="input", code="missing_required")
-    inp = body["input"]
-    if not (isinstance(inp, str) or (isinstance(inp, list) and inp)):
-        raise invalid("'input' must be a string or a non-empty array", param="input",
-                      code="invalid_type")
-
-
-def requested_max_tokens(body: dict[str, Any]) -> int | None:
-    v = body.get("max_completion_tokens")
-    if v is None:
-        v = body.get("max_tokens")
-    return int(v) if v is not None else None
-
-
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     import orjson
 
@@ -188,7 +94,7 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
             raise invalid("the request body is not valid UTF-8", code="invalid_encoding") from None
         raise invalid(f"the request body is not valid JSON: {msg}", code="invalid_json") from None
     if not isinstance(body, dict):
-        raise invalid(f"the request body must be a JSON object, got {_type_name(body)}",
+        raise invalid(f"the request body must be a JSON object, got {type_name(body)}",
                       code="invalid_json")
     return body
 

@@ -101,7 +101,7 @@ class AdmissionStage:
             return  # nothing limits this caller: no reservation, no store round trip
         now = time.time()
         prompt = ctx.counts.prompt
-        embeddings = ctx.operation == "embeddings"
+        embeddings = not ctx.operation.generates
         try:
             allowed: int | None = None
             if svc.cfg.clamp_max_tokens and not embeddings:
@@ -136,7 +136,7 @@ class AdmissionStage:
 
     def _clamp(self, ctx: RequestContext, max_tokens: int) -> None:
         assert ctx.principal is not None
-        param = "max_completion_tokens" if "max_completion_tokens" in ctx.body else "max_tokens"
+        param = ctx.operation.cap_param(ctx.body)
         ctx.body[param] = max_tokens
         ctx.max_tokens = max_tokens
         ctx.flags.append("max_tokens_clamped")

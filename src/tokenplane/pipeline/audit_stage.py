@@ -116,7 +116,8 @@ def _limits(ctx: RequestContext, analyzer: Analyzer) -> dict[str, Any]:
 
 
 def _response(ctx: RequestContext, state: GuardState | None) -> Any:
-    if ctx.operation == "embeddings":
+    op = ctx.operation
+    if not op.generates:
         return None  # vectors, not content
     if ctx.stream:
         text, reasoning = relayed_text(ctx)
@@ -128,15 +129,7 @@ def _response(ctx: RequestContext, state: GuardState | None) -> Any:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    choices = obj.get("choices") if isinstance(obj, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    ch = choices[0]
-    msg = ch.get("message")
-    if isinstance(msg, dict):
-        calls = msg.get("tool_calls")
-        return {"text": msg.get("content"), "tool_calls": calls} if calls else msg.get("content")
-    return ch.get("text")
+    return op.answer_record(obj)
 
 
 def _text_of(response: Any) -> str:

@@ -11,15 +11,10 @@ from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
 from tokenplane.governance.guard_state import GuardState
+from tokenplane.operations.base import Operation
 from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
-
-OPERATIONS = {
-    "/v1/chat/completions": "chat",
-    "/v1/completions": "text_completion",
-    "/v1/embeddings": "embeddings",
-}
 
 
 class StreamGuard(Protocol):
@@ -40,7 +35,7 @@ class StreamGuard(Protocol):
 class RequestContext:
     request_id: str
     path: str
-    operation: str
+    operation: Operation  # the endpoint kind (operations/registry.py, by path)
     raw: bytes
     headers: Mapping[str, str]
     body: dict[str, Any] = field(default_factory=dict)

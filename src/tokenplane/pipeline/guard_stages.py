@@ -33,10 +33,10 @@ from tokenplane.governance.injection.screen import (
 from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.vault import Vault
+from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import RequestContext
 
 log = logging.getLogger("tokenplane.governance")
-_CONTENT_KEYS = {"chat": "messages", "text_completion": "prompt"}
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -49,14 +49,16 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
-def screened_texts(operation: str, body: dict[str, Any]) -> list[tuple[str, Source]]:
+def screened_texts(operation: Operation, body: dict[str, Any]) -> list[tuple[str, Source]]:
     """The texts the injection screen reads: the last user message and the tool
-    results after it (chat), or the prompt strings (completions)."""
-    if operation == "chat":
-        messages = body.get("messages", [])
+    results after it (a messages prompt), or the prompt strings (another kind that
+    generates; nothing for embeddings)."""
+    field = operation.messages_field
+    if field is not None:
+        messages = body.get(field, [])
         return _chat_screened(messages if isinstance(messages, list) else list(messages))
-    if operation == "text_completion":
-        prompt = body.get("prompt")
+    if operation.generates:
+        prompt = body.get(operation.content_field)
         items = [prompt] if isinstance(prompt, str) else prompt if isinstance(prompt, list) else []
         return [(p, "user") for p in items if isinstance(p, str) and p]
     return []
@@ -101,17 +103,17 @@ class InputGuardStage:
         ctx.guard = state
         body = ctx.body
         operation = ctx.operation
-        state.request_content = body.get(_CONTENT_KEYS.get(operation, "input"))
+        state.request_content = body.get(operation.content_field)
         if pol.models is not None and ctx.alias not in pol.models:
             raise GatewayError(404, f"The model '{ctx.alias}' does not exist or you do not have "
                                "access to it.", code="model_not_found", param="model")
-        if operation == "chat" and pol.tools.allowed is not None:
+        if operation.tools and pol.tools.allowed is not None:
             before = {_name(t) for t in body.get("tools") or []}
             body = pol.tools.check_request(body)  # ToolNotAllowed -> 400 in reject mode
             stripped = sorted(before - {_name(t) for t in body.get("tools") or []})
             if stripped:
                 state.verdicts["tools"] = {"stripped": stripped}
-        if operation != "embeddings" and pol.max_output_tokens is not None:
+        if operation.generates and pol.max_output_tokens is not None:
             body = _cap_output(ctx, pol, body)
         if pol.injection is not None:
             self._screen(ctx, state, pol, body)
@@ -122,7 +124,8 @@ class InputGuardStage:
     def _screen(self, ctx: RequestContext, state: GuardState, pol: GuardPolicy,
                 body: dict[str, Any]) -> None:
         assert pol.injection is not None
-        messages = body.get("messages") if ctx.operation == "chat" else None
+        field = ctx.operation.messages_field
+        messages = body.get(field) if field is not None else None
         texts = (_chat_screened(messages) if isinstance(messages, list)
                  else screened_texts(ctx.operation, body))
         if not texts:
@@ -160,20 +163,21 @@ class InputGuardStage:
              body: dict[str, Any]) -> dict[str, Any]:
         if pol.prompt is None and pol.tool_results is None:
             return body
-        if ctx.operation == "chat":
-            given = body.get("messages", [])
+        field = ctx.operation.messages_field
+        if field is not None:
+            given = body.get(field, [])
             if not isinstance(given, list):
                 given = list(given)  # iterated as it was; sent on as a list
             messages, blocked, changed = _guard_messages(given, pol, state)
             if blocked:
                 state.note_blocked("prompt", blocked)
                 raise PiiBlocked(blocked)
-            if not changed and given is body.get("messages"):
+            if not changed and given is body.get(field):
                 return body  # nothing changed: no copy
-            return {**body, "messages": messages}
+            return {**body, field: messages}
         if pol.prompt is None:
             return body
-        key = "prompt" if ctx.operation == "text_completion" else "input"
+        key = ctx.operation.content_field
         value = body.get(key)
         vault = state.vault
         try:
@@ -271,7 +275,7 @@ def _cap_output(ctx: RequestContext, pol: GuardPolicy, body: dict[str, Any]) -> 
         return body
     if ctx.max_tokens is not None:
         if ctx.max_tokens > cap:
-            param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+            param = ctx.operation.cap_param(body)
             raise invalid(f"'{param}' is {ctx.max_tokens}; this key may ask for at most {cap} "
                           "output tokens.", param=param, code="output_limit_exceeded")
         return body

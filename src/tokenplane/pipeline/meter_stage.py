@@ -116,7 +116,8 @@ class MeterFinisher:
         alias = ctx.alias or "unknown"
         counts = settled_counts(ctx, self.count_text)
         labels = self.metrics.principal_values(p)
-        series = self.series.get((alias, ctx.operation, ctx.status, ctx.http_status, labels))
+        series = self.series.get((alias, ctx.operation.name, ctx.status, ctx.http_status,
+                                  labels))
         self._observe(ctx, counts, series, now)
         if p is None:
             return
@@ -126,7 +127,7 @@ class MeterFinisher:
             tenant=p.tenant, department=p.department or "", app=p.app or "",
             key_id=p.key_id, end_user=p.end_user or "", model=alias,
             backend=ctx.endpoint.id if ctx.endpoint else "",
-            response_model=ctx.response_model or "", operation=ctx.operation,
+            response_model=ctx.response_model or "", operation=ctx.operation.name,
             status=ctx.status, http_status=ctx.http_status, error_code=ctx.error_code,
             stream=ctx.stream, arrival_ts=ctx.arrival, upstream_start_ts=ctx.upstream_start,
             first_token_ts=ctx.first_token, last_token_ts=ctx.last_token,
@@ -153,7 +154,7 @@ class MeterFinisher:
         if self.calibrator is not None and features:
             self.calibrator.calibrate(alias, features, counts.prompt)
         if (self.predictor is not None and ctx.status == "ok"
-                and ctx.operation != "embeddings" and "budget_stopped" not in ctx.flags):
+                and ctx.operation.generates and "budget_stopped" not in ctx.flags):
             self.predictor.observe(LengthKey(tenant, app, alias), counts.prompt, counts.output)
 
     @staticmethod

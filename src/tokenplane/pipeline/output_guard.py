@@ -24,6 +24,7 @@ from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.pii_stream import PiiStreamMasker
 from tokenplane.governance.tools import ToolNotAllowed, tool_name
 from tokenplane.governance.vault import StreamRestorer
+from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.upstream_call import Call, absorb_json
 from tokenplane.upstream.sse import frame, payload
@@ -62,7 +63,7 @@ def _response_policy(state: GuardState) -> PiiPolicy | None:
     return state.policy.response if state.policy.response_rewrites else None
 
 
-def guard_body(operation: str, state: GuardState, body: bytes) -> bytes:
+def guard_body(operation: Operation, state: GuardState, body: bytes) -> bytes:
     """A non-stream answer with the output guard applied (raises to refuse it)."""
     try:
         obj = orjson.loads(body)
@@ -73,10 +74,11 @@ def guard_body(operation: str, state: GuardState, body: bytes) -> bytes:
         return body
     policy = _response_policy(state)
     tools = state.policy.tools
+    chat = operation.chat_choices
     for ch in choices:
         if not isinstance(ch, dict):
             continue
-        if operation != "chat":
+        if not chat:
             if isinstance(ch.get("text"), str):
                 ch["text"] = _out_text(ch["text"], policy, state)
             continue
@@ -132,7 +134,8 @@ class StreamRewrite:
     def __init__(self, ctx: RequestContext, state: GuardState) -> None:
         self.ctx = ctx
         self.state = state
-        self.chat = ctx.operation == "chat"
+        self.operation = op = ctx.operation
+        self.chat = op.chat_choices
         self.policy = _response_policy(state)
         self.texts: dict[int, _Text] = {}
         self.args: dict[tuple[int, int], StreamRestorer] = {}
@@ -222,13 +225,11 @@ class StreamRewrite:
         for index in sorted(set(self.texts) - self.finished):
             rest = self._flush(index)
             if rest:
-                choices.append({"index": index, "delta": {"content": rest}, "finish_reason": None}
-                               if self.chat else {"index": index, "text": rest,
-                                                  "finish_reason": None})
+                choices.append(self.operation.text_choice(index, rest))
         if not choices:
             return b""
         obj = {"id": f"chatcmpl-{self.ctx.request_id}",
-               "object": "chat.completion.chunk" if self.chat else "text_completion",
+               "object": self.operation.chunk_object,
                "created": int(time.time()), "model": self.ctx.response_model or self.ctx.alias,
                "choices": choices}
         return frame(obj)

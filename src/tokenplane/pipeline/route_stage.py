@@ -41,7 +41,7 @@ class RequestRouting:
         session = ctx.headers.get(self.session_header) or (p.end_user if p else None)
         prompt = ctx.counts.prompt
         predicted = 0
-        if ctx.operation != "embeddings":
+        if ctx.operation.generates:
             key = LengthKey(tenant, (p.app or "") if p else "", ctx.alias)
             predicted = self.predictor.predict(key, prompt, ctx.max_tokens)
         ctx.predicted_output = predicted

@@ -10,6 +10,7 @@ from tokenplane.config.schema import ModelConfig
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
+from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Pool
@@ -50,13 +51,6 @@ class AuthStage:
         ctx.principal = principal
 
 
-_VALIDATORS: dict[str, Callable[[dict[str, Any]], None]] = {
-    "chat": v.validate_chat,
-    "text_completion": v.validate_completion,
-    "embeddings": v.validate_embeddings,
-}
-
-
 class ValidateStage:
     """Parses the body, checks its fields, resolves the model alias for this key."""
 
@@ -67,7 +61,8 @@ class ValidateStage:
     async def run(self, ctx: RequestContext) -> None:
         body = v.parse_json_object(ctx.raw)
         ctx.body = body
-        _VALIDATORS[ctx.operation](body)
+        op = ctx.operation
+        op.validate(body)
         alias = body["model"]
         pool = self.pools.get(alias)
         tenant_models = self.allowed(ctx.principal.tenant) if ctx.principal else None
@@ -80,10 +75,10 @@ class ValidateStage:
         ctx.stream = bool(body.get("stream"))
         so = body.get("stream_options") or {}
         ctx.include_usage = bool(so.get("include_usage"))
-        ctx.max_tokens = v.requested_max_tokens(body)
+        ctx.max_tokens = op.requested_max_tokens(body)
         window = pool.model.context_window
         if ctx.max_tokens is not None and ctx.max_tokens > window:
-            param = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+            param = op.cap_param(body)
             raise invalid(
                 f"'{param}' is {ctx.max_tokens}, beyond the context window of '{alias}' "
                 f"({window} tokens).", param=param, code="context_length_exceeded",
@@ -95,7 +90,8 @@ class ValidateStage:
 class PromptCounter(Protocol):
     """Counts a request's prompt tokens by source before it runs."""
 
-    def count(self, model: ModelConfig, operation: str, body: dict[str, Any]) -> PromptCount: ...
+    def count(self, model: ModelConfig, operation: Operation, body: dict[str, Any]
+              ) -> PromptCount: ...
 
 
 class PromptCount(Protocol):
@@ -124,7 +120,7 @@ class TokensStage:
         features = getattr(result, "features", None)
         if features:
             ctx.input_features = features
-        if ctx.operation == "embeddings":
+        if not ctx.operation.generates:
             return
         window = ctx.model.context_window
         need = prompt + (ctx.max_tokens or 1)

@@ -45,7 +45,7 @@ class SpanFinisher:
 
     async def finish(self, ctx: RequestContext) -> None:
         end = self.clock()
-        op = ctx.operation
+        op = ctx.operation.name
         alias = ctx.alias or ""
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": op,

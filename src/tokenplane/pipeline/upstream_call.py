@@ -139,34 +139,12 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
         if isinstance(usage, dict):
             ctx.usage = usage
         else:  # the meter counts the answer itself (usage_source=estimated)
-            ctx.response_text = _answer_text(obj)
+            ctx.response_text = ctx.operation.answer_text(obj)
         model = obj.get("model")
         if isinstance(model, str):
             ctx.response_model = model
 
 
-
-
-def _answer_text(obj: dict[str, Any]) -> tuple[str, str]:
-    choices = [ch for ch in obj.get("choices") or () if isinstance(ch, dict)]
-    return _join_texts(choices, "message")
-
-
-def _join_texts(choices: list[dict[str, Any]], part: str) -> tuple[str, str]:
-    """Visible and reasoning text of choices whose text sits under ``part``
-    (``message`` or ``delta``), or directly as ``text`` (completions)."""
-    text: list[str] = []
-    reasoning: list[str] = []
-    for ch in choices:
-        inner = ch.get(part)
-        src = inner if isinstance(inner, dict) else ch
-        t = src.get("content") if isinstance(inner, dict) else src.get("text")
-        r = src.get("reasoning_content")
-        if isinstance(t, str):
-            text.append(t)
-        if isinstance(r, str):
-            reasoning.append(r)
-    return "".join(text), "".join(reasoning)
 
 
 async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[bytes]:
@@ -233,17 +211,13 @@ def budget_end_events(ctx: RequestContext, note: dict[str, Any]) -> bytes:
     comment line that OpenAI clients ignore."""
     last = _parse(ctx.relayed[-1]) if ctx.relayed else None
     base = last or {}
-    chat = ctx.operation == "chat"
-    choice: dict[str, Any] = (
-        {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"} if chat
-        else {"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}
-    )
+    op = ctx.operation
     obj: dict[str, Any] = {
         "id": base.get("id") or f"chatcmpl-{ctx.request_id}",
-        "object": "chat.completion.chunk" if chat else "text_completion",
+        "object": op.chunk_object,
         "created": base.get("created") or int(time.time()),
         "model": base.get("model") or ctx.response_model or ctx.alias or "",
-        "choices": [choice],
+        "choices": [op.end_choice("length")],
         "tokenplane": {"stopped_by": "budget", **note},
     }
     comment = b": tokenplane stream ended by budget"
@@ -272,7 +246,7 @@ def _keep(ctx: RequestContext, ev: bytes) -> bool:
         choices = obj.get("choices")
         if not choices:
             return usage is not None and ctx.include_usage
-        if ctx.first_token is None and not _has_text(choices):
+        if ctx.first_token is None and not ctx.operation.chunk_has_text(choices):
             return True  # the role-only opening chunk
     now = time.time()
     if ctx.first_token is None:
@@ -294,22 +268,8 @@ def _parse(ev: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _has_text(choices: list[Any]) -> bool:
-    ch = choices[0] if isinstance(choices[0], dict) else {}
-    delta = ch.get("delta")
-    if isinstance(delta, dict):
-        return bool(delta.get("content") or delta.get("reasoning_content")
-                    or delta.get("tool_calls"))
-    return bool(ch.get("text"))
-
-
 def relayed_text(ctx: RequestContext) -> tuple[str, str]:
     """The visible and reasoning text relayed so far (to count it when the upstream
     reported no usage, e.g. when the client went away)."""
-    firsts: list[dict[str, Any]] = []
-    for ev in ctx.relayed:
-        obj = _parse(ev)
-        choices = obj.get("choices") if obj else None
-        if choices and isinstance(choices[0], dict):
-            firsts.append(choices[0])
-    return _join_texts(firsts, "delta")
+    parsed = (_parse(ev) for ev in ctx.relayed)
+    return ctx.operation.stream_text(obj for obj in parsed if obj)

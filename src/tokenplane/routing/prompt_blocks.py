@@ -3,7 +3,8 @@
 The gateway counts prompt tokens but does not keep token ids (tokenizing whole
 prompts again would be too costly). Routing only needs *equal prefixes to give
 equal leading hashes*, and roughly the right number of blocks. So each content
-segment (a chat message: role + content; a text prompt: fixed-size slices) gets a
+segment (a chat message: role + content; a text prompt: fixed-size slices; the
+request's operation says what they are, ``Operation.prefix_segments``) gets a
 chained hash (the hash of the segment and of the hash before it; Python's own
 string hash: the index lives in one process, so it need not be stable across
 processes), and the
@@ -18,56 +19,16 @@ See docs/ROUTING.md.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
-
-import orjson
-
-TEXT_SLICE_CHARS = 512  # a plain-text prompt is cut into slices of this many chars
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, dict) and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-            else:
-                parts.append(orjson.dumps(p, option=orjson.OPT_SORT_KEYS).decode())
-        return "\n".join(parts)
-    if content is None:
-        return ""
-    return orjson.dumps(content, option=orjson.OPT_SORT_KEYS).decode()
-
+from typing import Any, Protocol
 
 Segment = tuple[int, Hashable]  # (characters, hashable content)
 
 
-def segments(operation: str, body: dict[str, Any]) -> list[Segment]:
-    """The request's prompt as ordered content segments (length, hashable key).
+class PromptParts(Protocol):
+    """An endpoint kind as routing sees it (``tokenplane.operations``): its prompt as
+    ordered content segments, or None when the kind has no prefix to reuse."""
 
-    The keys reuse the body's own strings, whose hashes Python caches."""
-    if operation == "chat":
-        out: list[Segment] = []
-        tools = body.get("tools")
-        if tools:  # tools are rendered ahead of the messages by most templates
-            text = _text(tools)
-            out.append((len(text), ("tools", text)))
-        for m in body.get("messages") or ():
-            if not isinstance(m, dict):
-                continue
-            role = m.get("role")
-            content = m.get("content")
-            text = content if isinstance(content, str) else _text(content)
-            calls = m.get("tool_calls")
-            extra = _text(calls) if calls else ""
-            out.append((len(text) + len(extra) + 1, (role, text, extra)))
-        return out
-    prompt = body.get("prompt")
-    text = prompt if isinstance(prompt, str) else _text(prompt)
-    return [(min(TEXT_SLICE_CHARS, len(text) - i), text[i : i + TEXT_SLICE_CHARS])
-            for i in range(0, len(text), TEXT_SLICE_CHARS)]
+    def prefix_segments(self, body: dict[str, Any]) -> Sequence[Segment] | None: ...
 
 
 def chained_block_hashes(
@@ -92,9 +53,13 @@ def chained_block_hashes(
 
 
 def request_block_hashes(
-    operation: str, body: dict[str, Any], prompt_tokens: int, block_size: int
+    operation: PromptParts, body: dict[str, Any], prompt_tokens: int, block_size: int
 ) -> list[int]:
-    """:func:`chained_block_hashes` of a request body (none for embeddings)."""
-    if operation == "embeddings" or prompt_tokens < block_size:
+    """:func:`chained_block_hashes` of a request body, from the segments its endpoint
+    kind gives (none for a kind without any, such as embeddings)."""
+    if prompt_tokens < block_size:
         return []
-    return chained_block_hashes(segments(operation, body), prompt_tokens, block_size)
+    segs = operation.prefix_segments(body)
+    if segs is None:
+        return []
+    return chained_block_hashes(segs, prompt_tokens, block_size)

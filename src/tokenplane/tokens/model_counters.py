@@ -11,7 +11,7 @@ simulated replica of such an alias still needs real ids: it uses ``cl100k_base``
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tokenplane.config.schema import ModelConfig
@@ -20,6 +20,7 @@ from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.estimated_counting import EstimatingCounter
 from tokenplane.tokens.estimator import Estimator
+from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
 from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
 from tokenplane.tokens.segments import SegmentCache
 from tokenplane.tokens.templates import make_template
@@ -47,6 +48,78 @@ def family_for(model: ModelConfig, spec: str) -> str:
     return _FAMILY_BY_KIND.get(spec.partition(":")[0], "chatml")
 
 
+class ExactParts:
+    """Prompt parts counted with an alias's chat template and tokenizer."""
+
+    __slots__ = ("counter",)
+
+    def __init__(self, counter: ChatCounter) -> None:
+        self.counter = counter
+
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> CountResult:
+        return self.counter.count(messages, tools)
+
+    def prompt(self, prompt: Any) -> CountResult:
+        return self.counter.count_prompt(prompt)
+
+    def inputs(self, value: Any) -> CountResult:
+        c = self.counter
+        items = [value] if isinstance(value, str) else value
+        total = 0
+        for item in items:
+            if isinstance(item, str):
+                total += c.count_text(item)
+            elif isinstance(item, int):
+                total += 1
+            elif isinstance(item, list):
+                total += len(item)
+        return CountResult(TokenCounts(user=total))
+
+
+class EstimatedParts:
+    """Prompt parts counted by the calibrated estimator (no usable tokenizer)."""
+
+    __slots__ = ("est",)
+
+    def __init__(self, est: EstimatingCounter) -> None:
+        self.est = est
+
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> CountResult:
+        return self.est.count_chat(messages, tools)
+
+    def prompt(self, prompt: Any) -> CountResult:
+        return self.est.count_texts([prompt] if isinstance(prompt, str) else prompt)
+
+    def inputs(self, value: Any) -> CountResult:
+        return self.est.count_texts([value] if isinstance(value, str) else value)
+
+
+class TemplateIds:
+    """The engine's view of an alias: the full prompt ids of prompt parts."""
+
+    __slots__ = ("template",)
+
+    def __init__(self, counter: ChatCounter) -> None:
+        self.template = counter.template
+
+    def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> list[int]:
+        return self.template.encode(messages, tools)
+
+    def prompt(self, prompt: Any) -> list[int]:
+        tokenizer = self.template.tokenizer
+        if isinstance(prompt, str):
+            return tokenizer.encode(prompt)
+        out: list[int] = []
+        for item in prompt:
+            if isinstance(item, str):
+                out.extend(tokenizer.encode(item))
+            elif isinstance(item, int):
+                out.append(item)
+            else:
+                out.extend(item)
+        return out
+
+
 class ModelCounters:
     """One :class:`ChatCounter` per alias, sharing a registry and a segment cache; an
     :class:`EstimatingCounter` for the aliases with no usable tokenizer."""
@@ -60,16 +133,23 @@ class ModelCounters:
         self.estimator = estimator or Estimator()
         self._by_alias: dict[str, ChatCounter] = {}
         self._estimated: dict[str, EstimatingCounter] = {}
+        self._parts: dict[str, PartCounter] = {}  # what count() hands the operation
         for m in models:
             counter = self._exact_counter(m)
+            parts: PartCounter
             if counter is None:
-                self._estimated[m.alias] = EstimatingCounter(m.alias, self.estimator, self.cache)
+                est = self._estimated[m.alias] = EstimatingCounter(m.alias, self.estimator,
+                                                                   self.cache)
+                parts = EstimatedParts(est)
                 family = m.chat_template or "chatml"
                 counter = ChatCounter(
                     make_template(family, self.registry.get(SIM_FALLBACK_SPEC)), self.cache,
                     exact=False,
                 )
+            else:
+                parts = ExactParts(counter)
             self._by_alias[m.alias] = counter
+            self._parts[m.alias] = parts
 
     def _exact_counter(self, m: ModelConfig) -> ChatCounter | None:
         """The real tokenizer's counter, or None when the alias must be estimated."""
@@ -106,30 +186,10 @@ class ModelCounters:
         """The tokenizer of ``alias`` (for an estimated alias, the simulated engine's)."""
         return self._by_alias[alias].template.tokenizer
 
-    def count(self, model: ModelConfig, operation: str, body: dict[str, Any]) -> CountResult:
-        est = self._estimated.get(model.alias)
-        if est is not None:
-            if operation == "chat":
-                return est.count_chat(body["messages"], body.get("tools"))
-            key = "prompt" if operation == "text_completion" else "input"
-            value = body[key]
-            return est.count_texts([value] if isinstance(value, str) else value)
-        c = self._by_alias[model.alias]
-        if operation == "chat":
-            return c.count(body["messages"], body.get("tools"))
-        if operation == "text_completion":
-            return c.count_prompt(body["prompt"])
-        inp = body["input"]
-        items = [inp] if isinstance(inp, str) else inp
-        total = 0
-        for item in items:
-            if isinstance(item, str):
-                total += c.count_text(item)
-            elif isinstance(item, int):
-                total += 1
-            elif isinstance(item, list):
-                total += len(item)
-        return CountResult(TokenCounts(user=total))
+    def count(self, model: ModelConfig, operation: PromptKind, body: dict[str, Any]) -> CountResult:
+        """The prompt of ``body`` counted by source: ``operation`` (the endpoint kind)
+        says which parts of the body make the prompt."""
+        return operation.count_prompt(self._parts[model.alias], body)
 
     def calibrate(self, alias: str, features: Mapping[str, int], reported_prompt: int) -> None:
         """Refine the estimator of ``alias`` with the upstream's reported prompt count."""
@@ -142,24 +202,6 @@ class ModelCounters:
             return est.count_text(text)
         return self._by_alias[model.alias].count_text(text)
 
-    def prompt_ids(self, alias: str) -> Callable[[dict[str, Any], str], list[int]]:
-        """The engine's view: the full prompt ids of a request body."""
-        template = self._by_alias[alias].template
-
-        def ids(body: dict[str, Any], endpoint: str) -> list[int]:
-            if endpoint == "chat":
-                return template.encode(body["messages"], body.get("tools"))
-            prompt = body["prompt"]
-            if isinstance(prompt, str):
-                return template.tokenizer.encode(prompt)
-            out: list[int] = []
-            for item in prompt:
-                if isinstance(item, str):
-                    out.extend(template.tokenizer.encode(item))
-                elif isinstance(item, int):
-                    out.append(item)
-                else:
-                    out.extend(item)
-            return out
-
-        return ids
+    def prompt_ids(self, alias: str) -> TemplateIds:
+        """The engine's view: the full prompt ids of a request's prompt parts."""
+        return TemplateIds(self._by_alias[alias])

@@ -34,7 +34,6 @@ from tokenplane.api.openai_routes import (
     stream_headers,
 )
 from tokenplane.errors import GatewayError, error_body
-from tokenplane.pipeline.context import OPERATIONS
 
 log = logging.getLogger("tokenplane.api")
 
@@ -50,6 +49,7 @@ class Front:
         self.max_body = routes.max_body
         self.keepalive_s = keepalive_s
         self.relay = relay
+        self.inference_paths = routes.operations.by_path  # the endpoint kinds' paths
         self.closing = False
         self.connections: set[FrontConnection] = set()
         self._all_closed: asyncio.Event | None = None
@@ -65,7 +65,7 @@ class Front:
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None:
         if req.error is not None:
             self._error(conn, req, req.error, self.new_id())
-        elif req.path in OPERATIONS:
+        elif req.path in self.inference_paths:
             if req.method == "POST":
                 await self._inference(conn, req)
             else:
