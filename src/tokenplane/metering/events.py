@@ -16,7 +16,6 @@ import orjson
 
 from tokenplane.tokens.counts import TokenCounts
 
-OPERATIONS = ("chat", "text_completion", "embeddings")
 STATUSES = ("ok", "error", "cancelled")
 USAGE_SOURCES = ("upstream", "estimated")
 

@@ -1,0 +1,129 @@
+"""Helpers of tests/test_examples.py: an HTTP endpoint in a thread (a hosted API, a
+webhook receiver, an OTLP collector), ``tokenplane sim`` serving a given model name,
+and the skip-or-fail rule for the real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import selectors
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tests.gateway.harness import free_port
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Seen:
+    """One request an :class:`HttpStub` received."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class HttpStub:
+    """An aiohttp app on 127.0.0.1:<port> in its own thread; ``seen`` keeps every
+    request (headers lower-cased) before its handler answers it."""
+
+    routes: dict[str, Handler]
+    port: int = field(default_factory=free_port)
+    seen: list[Seen] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.got = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> HttpStub:
+        self._thread.start()
+
+        async def up() -> None:
+            app = web.Application()
+            for path, handler in self.routes.items():
+                app.router.add_post(path, self._recording(handler))
+            self._runner = web.AppRunner(app, handle_signals=False)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+        asyncio.run_coroutine_threadsafe(up(), self.loop).result(30)
+        return self
+
+    def _recording(self, handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.StreamResponse:
+            self.seen.append(Seen(request.path, {k.lower(): v for k, v in request.headers.items()},
+                                  await request.read()))
+            self.got.set()
+            return await handler(request)
+        return run
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(30)
+            self._runner = None
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+def start_sim(model: str, replicas: int) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """``tokenplane sim`` (instant engines on free ports) serving ``model``; the process
+    and its replicas' ports once it prints ``ready``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenplane", "sim", "--profile", "instant", "--port", "0",
+         "--replicas", str(replicas), "--model", model],
+        env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        while True:
+            if not sel.select(60):
+                raise AssertionError("tokenplane sim did not become ready")
+            line = proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"tokenplane sim exited with {proc.wait(10)}")
+            if line.startswith(b"ready "):
+                return proc, [int(p) for p in line.split()[1:]]
+    except BaseException:
+        stop_process(proc)
+        raise
+    finally:
+        sel.close()
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def require(service: str, reachable: Callable[[], bool], where: str) -> None:
+    """Skip when ``service`` is not reachable, but fail when CI=true (there it must be)."""
+    if reachable():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{service} is required in CI but not reachable at {where}")
+    pytest.skip(f"{service} not reachable at {where}")
