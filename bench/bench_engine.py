@@ -26,7 +26,7 @@ import orjson
 from tokenplane.engine.core import Engine, EngineRequest
 from tokenplane.engine.defaults import TiktokenTokenizer, simple_prompt_ids
 from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.engine.virtual import run_virtual
 
 TRACE = Path("/work/shared/traces/azure_llm_2023_conv.csv")

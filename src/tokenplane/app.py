@@ -24,7 +24,7 @@ from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
 from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import LimitStore

@@ -9,7 +9,7 @@ import pytest
 
 from tokenplane.engine.defaults import default_tokenizer, simple_prompt_ids
 from tokenplane.engine.profiles import EngineProfile, get_profile
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from tokenplane.engine.core import Engine, EngineRequest
 from tokenplane.engine.kv_cache import KVCache
-from tokenplane.engine.metrics import EngineMetricsExporter
 from tokenplane.engine.profiles import GIB, EngineProfile, get_profile
+from tokenplane.engine.serving.metrics import EngineMetricsExporter
 from tokenplane.engine.virtual import run_virtual
 
 A100 = get_profile("llama3-8b-a100")

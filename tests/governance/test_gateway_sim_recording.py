@@ -17,8 +17,8 @@ from tests.gateway.harness import GatewayThread, free_port
 from tests.governance.gw_helpers import ID_CARD, PII, PII_TEXT, chat, client
 from tokenplane.config.schema import ModelConfig
 from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.server import build_engine_app
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.http_server import build_engine_app
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.tokens.model_counters import ModelCounters
 
 

@@ -177,7 +177,7 @@ def register(app: typer.Typer) -> None:
         import uvloop
 
         from tokenplane.config.schema import ModelConfig
-        from tokenplane.engine.server import serve_replicas
+        from tokenplane.engine.serving.http_server import serve_replicas
         from tokenplane.tokens.model_counters import ModelCounters
 
         mc = ModelConfig(alias=model, tokenizer=tokenizer, chat_template=chat_template,

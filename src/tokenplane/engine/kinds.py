@@ -27,7 +27,7 @@ Handler = Callable[[Body, Headers], Awaitable[Any]]
 
 
 class Host(Protocol):
-    """What a kind needs from the service (``engine/service.py``)."""
+    """What a kind needs from the service (``engine/serving/service.py``)."""
 
     def generate(self, kind: GenerationKind, body: Body, headers: Headers) -> Awaitable[Any]:
         ...

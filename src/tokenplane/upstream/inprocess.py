@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tokenplane.upstream.types import UpstreamRequest, UpstreamResponse
 
 if TYPE_CHECKING:
-    from tokenplane.engine.service import EngineService
+    from tokenplane.engine.serving.service import EngineService
 
 
 class InProcessTransport:

@@ -11,7 +11,7 @@ from aiohttp import web
 from tokenplane.engine.defaults import PromptIds, default_tokenizer, simple_prompt_ids
 from tokenplane.engine.generation import SimulatedDrop
 from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.tokens.base import Tokenizer
 
 SERVICES_KEY = web.AppKey("engine_services", list[EngineService])

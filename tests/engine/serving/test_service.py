@@ -9,7 +9,7 @@ import pytest
 
 from tokenplane.engine.defaults import simple_prompt_ids
 from tokenplane.engine.generation import SimulatedDrop
-from tokenplane.engine.service import EngineService, ServiceResponse
+from tokenplane.engine.serving.service import EngineService, ServiceResponse
 from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"

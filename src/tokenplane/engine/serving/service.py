@@ -45,8 +45,8 @@ from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
 from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
 from tokenplane.engine.kinds import GenerationKind, served_kinds
-from tokenplane.engine.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.profiles import EngineProfile
+from tokenplane.engine.serving.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
 from tokenplane.engine.validation import check_model, parse_generation, parse_json_object
 from tokenplane.errors import GatewayError, error_body, invalid

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestServer
 
 from tokenplane.engine.defaults import simple_prompt_ids
 from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.server import build_engine_app, serve_replicas
-from tokenplane.engine.service import EngineService
+from tokenplane.engine.serving.http_server import build_engine_app, serve_replicas
+from tokenplane.engine.serving.service import EngineService
 from tokenplane.tokens.base import Tokenizer
 
 MODEL = "sim-llama"
