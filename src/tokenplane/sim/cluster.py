@@ -16,7 +16,7 @@ from tokenplane.engine.core import Engine, EngineRequest, EngineStats, StepResul
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
-from tokenplane.routing.registry import build_named_profile
+from tokenplane.routing.profiles import PROFILES, build_profile
 from tokenplane.scheduling.scheduler import GatewayScheduler, QueuedRequest
 from tokenplane.scheduling.slo import SloClass
 from tokenplane.sim.workload import SimRequest
@@ -32,13 +32,12 @@ class PolicySpec:
 
 
 def builtin_policies() -> dict[str, PolicySpec]:
-    return {
-        "round-robin": PolicySpec("round-robin", "round-robin", False),
-        "least-requests": PolicySpec("least-requests", "least-requests", False),
-        "sglang-cache-aware": PolicySpec("sglang-cache-aware", "sglang-cache-aware", False),
-        "vllm-fcfs": PolicySpec("vllm-fcfs", "random", False),
-        "tokenplane": PolicySpec("tokenplane", "tokenplane", True),
-    }
+    """Every routing profile of the table (routing/profiles.py) under its own name --
+    baselines without the gateway queue, the gateway's profiles with it, as a gateway
+    runs them by default -- plus ``vllm-fcfs``: seeded random choice, no queue."""
+    out = {name: PolicySpec(name, name, not p.baseline) for name, p in PROFILES.items()}
+    out["vllm-fcfs"] = PolicySpec("vllm-fcfs", "random", False)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +148,7 @@ class ClusterSim:
             prefix_capacity_blocks=index_blocks,
             seed=cfg.seed,
         )
-        self.router = build_named_profile(policy.profile, self.ctx)
+        self.router = build_profile(policy.profile, self.ctx)
         self.engines = [
             Engine(engine_profile, seed=cfg.seed * 1009 + i, jitter=cfg.jitter)
             for i in range(cfg.replicas)
