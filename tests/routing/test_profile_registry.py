@@ -61,7 +61,7 @@ def test_unknown_plugin_names_fail_clearly() -> None:
         reg.build_profile({"picker": "nope"}, RoutingContext())
     with pytest.raises(ValueError, match="plugin entry"):
         reg.build_profile({"filters": [3]}, RoutingContext())
-    with pytest.raises(ValueError, match="unknown routing profile .nope.; known: tokenplane, "):
+    with pytest.raises(ValueError, match=r"unknown routing profile .nope.; known: tokenplane, "):
         build_profile("nope", RoutingContext())
 
 

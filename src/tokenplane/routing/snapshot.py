@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol
 
 from tokenplane.routing.endpoint import BREAKER_CLOSED, EndpointState
 
@@ -67,9 +68,21 @@ class EngineFigures:
     kv_usage: float = 0.0
 
 
+class EngineReport(Protocol):
+    """Anything with the engine's three figures (:class:`EngineFigures`, the
+    simulated engine's ``EngineStats``)."""
+
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_waiting(self) -> int: ...
+    @property
+    def kv_usage(self) -> float: ...
+
+
 def replica_snapshot(
     spec: ReplicaSpec,
-    engine: EngineFigures | None,
+    engine: EngineReport | None,
     *,
     inflight_requests: int,
     inflight_prefill_tokens: int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenplane.routing.prompt_blocks import chained_block_hashes, request_block_hashes
+from tokenplane.routing.gateway.prompt_blocks import chained_block_hashes, request_block_hashes
 
 
 def _chat(*contents: str) -> dict[str, object]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from tokenplane.config.routing_schema import BreakerConfig, RoutingConfig, SplitConfig
 from tokenplane.config.schema import BackendConfig
 from tokenplane.routing.endpoint import BREAKER_CLOSED, BREAKER_OPEN, RouteRequest
-from tokenplane.routing.gateway_router import GatewayRouter
-from tokenplane.routing.live import LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.upstream.pool import Endpoint
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import aiohttp
 
 from tokenplane.routing.engine_metrics import parse_engine_metrics
-from tokenplane.routing.live import LiveEndpoint, LiveView
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView
 
 log = logging.getLogger("tokenplane.routing")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tokenplane.config.routing_schema import RoutingConfig, SplitConfig
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
-from tokenplane.routing.live import LiveEndpoint, LiveView
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView
 from tokenplane.routing.plugins import RoutingContext
 from tokenplane.routing.profile import NoEndpointError, RoutingProfile
 from tokenplane.routing.profiles import build_profile
