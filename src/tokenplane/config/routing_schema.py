@@ -46,10 +46,11 @@ Profile = str | dict[str, Any]
 
 
 class RoutingConfig(_Strict):
-    """``profile``: a built-in profile name or a profile dict (filters, scorers,
-    picker); ``models``: per-alias override; ``splits``: per-alias version split."""
+    """``profile``: a profile name of ``routing/profiles.py`` (the default is its
+    ``DEFAULT_PROFILE``) or a profile dict (filters, scorers, picker); ``models``:
+    per-alias override; ``splits``: per-alias version split."""
 
-    profile: Profile = "gateway"
+    profile: Profile = "tokenplane"  # = tokenplane.routing.profiles.DEFAULT_PROFILE
     models: dict[str, Profile] = Field(default_factory=dict)
     splits: dict[str, SplitConfig] = Field(default_factory=dict)
     block_size: int = Field(16, ge=1, le=4096)
@@ -59,6 +60,26 @@ class RoutingConfig(_Strict):
     scrape_timeout_s: float = Field(0.5, gt=0)
     session_header: str = "x-session-id"
     breaker: BreakerConfig = Field(default_factory=lambda: BreakerConfig())  # type: ignore[call-arg]
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, v: Profile) -> Profile:
+        from tokenplane.routing.profiles import check_profile
+
+        check_profile(v)
+        return v
+
+    @field_validator("models")
+    @classmethod
+    def _known_profiles(cls, v: dict[str, Profile]) -> dict[str, Profile]:
+        from tokenplane.routing.profiles import check_profile
+
+        for alias, spec in v.items():
+            try:
+                check_profile(spec)
+            except ValueError as exc:
+                raise ValueError(f"{alias}: {exc}") from None
+        return v
 
 
 class SchedulingConfig(_Strict):

@@ -51,10 +51,10 @@ PROFILES: Mapping[str, NamedProfile] = {
                     {"name": "kv_cache", "weight": 0.1},
                     {"name": "session_affinity", "weight": 0.2},
                 ],
-                "picker": "max_score",
+                "picker": "max_score_rr",
             },
             "sticky-until-saturated (estimated TTFT, cache weight 8), prefix affinity, "
-            "token load, free KV cache, session affinity",
+            "token load, free KV cache, session affinity; ties round-robin",
         ),
         NamedProfile(
             "gateway",

@@ -51,8 +51,11 @@ def test_idle_replicas_are_used_in_turn_and_load_counts() -> None:
         assert got is not None
         picks.append(got[1].id)
     assert sorted(picks) == ["a", "a", "b", "b", "c", "c"]
+    # the default profile weighs the prefill work in flight (uncached prompt tokens)
     live.by_id["a"].endpoint.in_flight = 3
+    live.by_id["a"].endpoint.prompt_tokens_in_flight = 3000
     live.by_id["b"].endpoint.in_flight = 1
+    live.by_id["b"].endpoint.prompt_tokens_in_flight = 1000
     got = router.pick("local", RouteRequest("x"), None)
     assert got is not None and got[1].id == "c"
 
@@ -85,6 +88,7 @@ def test_open_breaker_is_skipped_then_probed_once_then_readmitted() -> None:
         assert got is not None and got[1].id == "b"
     clock.t += 5  # half-open: one probe
     live.by_id["b"].endpoint.in_flight = 5  # so the probe goes to a
+    live.by_id["b"].endpoint.prompt_tokens_in_flight = 5000
     got = router.pick("local", RouteRequest("probe"), None)
     assert got is not None and got[1].id == "a"
     assert a.snapshot(clock()).breaker_state == BREAKER_OPEN  # probe out: nothing else
@@ -150,9 +154,13 @@ def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
         validate_config(cfg(scheduling={"by_app": {"x": "gold"}}))
     with pytest.raises(Exception, match="unknown keys"):
         validate_config(cfg(scheduling={"classes": {"gold": {"speed": 1}}}))
-    good = validate_config(cfg(routing={"profile": "nonesuch"}))
-    with pytest.raises(ValueError, match="unknown routing profile"):
-        GatewayRouter(good.routing, _live({"m": [("a", "")]}, BreakerConfig()), {})
+    with pytest.raises(Exception, match=r"routing.profile: unknown routing profile 'nonesuch'; "
+                       r"known: tokenplane, gateway, "):
+        validate_config(cfg(routing={"profile": "nonesuch"}))
+    with pytest.raises(Exception, match=r"routing.models: m: unknown routing profile 'x'"):
+        validate_config(cfg(routing={"models": {"m": "x"}}))
+    with pytest.raises(Exception, match="unknown scorer 'nope'"):
+        validate_config(cfg(routing={"profile": {"scorers": ["nope"]}}))
 
 
 def test_snapshot_counts_gateway_load_and_trusts_an_engine_with_more_slots() -> None:
