@@ -386,7 +386,7 @@ def plot_hit_rates(results: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colours = {"round-robin": "C0", "least-requests": "C1", "sglang-cache-aware": "C2",
-               OURS: "C3", "gateway": "C4"}
+               OURS: "C3"}
     oracle = None
     for key, style in (("mooncake", "--"), ("mooncake_offload", "-")):
         sc = results.get(key)

@@ -3,8 +3,13 @@
 ``routing.profile: <name>`` (or ``routing.models.<alias>: <name>``) in the gateway
 config and ``tokenplane simulate --policies <name>,...`` read the same table, so a
 name means the same filters, scorers and picker in both. :data:`DEFAULT_PROFILE`
-is what a gateway with no routing config runs (the choice and its measurements:
-docs/SIMULATION.md). Baselines are the policies of other systems that the
+is what a gateway with no routing config runs. It was chosen by measurement
+(docs/SIMULATION.md, "Which profile a gateway runs"): the former ``gateway``
+profile (requests in flight 1.0, prefix affinity 0.6, session affinity 0.3, queue
+depth 0.3, free KV 0.2) matched ``tokenplane`` on the Azure trace and lost on
+Mooncake (prefix hit rate 0.11 against 0.17, goodput 5.5 against 6.1 req/s), so it
+was removed; ``tokenplane`` took its round-robin tie break, which spreads an idle
+cluster evenly. Baselines are the policies of other systems that the
 simulator compares against; the simulator runs them without the gateway queue (as
 those systems have none) and every other profile with it (as the gateway does by
 default, ``scheduling.enabled: true``).
@@ -55,23 +60,6 @@ PROFILES: Mapping[str, NamedProfile] = {
             },
             "sticky-until-saturated (estimated TTFT, cache weight 8), prefix affinity, "
             "token load, free KV cache, session affinity; ties round-robin",
-        ),
-        NamedProfile(
-            "gateway",
-            {
-                "name": "gateway",
-                "filters": _BASE_FILTERS,
-                "scorers": [
-                    {"name": "outstanding_requests", "weight": 1.0},
-                    {"name": "prefix_affinity", "weight": 0.6},
-                    {"name": "session_affinity", "weight": 0.3},
-                    {"name": "queue_depth", "weight": 0.3},
-                    {"name": "kv_cache", "weight": 0.2},
-                ],
-                "picker": "max_score_rr",
-            },
-            "requests in flight, prefix affinity, session affinity, queue depth, free KV "
-            "cache; ties round-robin",
         ),
         NamedProfile(
             "round-robin",

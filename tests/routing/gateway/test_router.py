@@ -155,7 +155,7 @@ def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
     with pytest.raises(Exception, match="unknown keys"):
         validate_config(cfg(scheduling={"classes": {"gold": {"speed": 1}}}))
     with pytest.raises(Exception, match=r"routing.profile: unknown routing profile 'nonesuch'; "
-                       r"known: tokenplane, gateway, "):
+                       r"known: tokenplane, least-requests, "):
         validate_config(cfg(routing={"profile": "nonesuch"}))
     with pytest.raises(Exception, match=r"routing.models: m: unknown routing profile 'x'"):
         validate_config(cfg(routing={"models": {"m": "x"}}))
