@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_gateway import cpu_seconds, free_port, run_and_print, wait_port  # noqa: E402
 from bench_tokens import TOOLS, requests  # noqa: E402
-from tokenplane.config.loader import validate_config  # noqa: E402
+from tokenplane.compose.config_file import validate_config  # noqa: E402
 from tokenplane.operations.chat import CHAT  # noqa: E402
 from tokenplane.tokens.model_counters import ModelCounters  # noqa: E402
 

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from bench_guards import body
 from tokenplane.app import GATEWAY_KEY, build_app
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 
 CONFIGS: dict[str, dict[str, Any] | None] = {
     "disabled": {"enabled": False},

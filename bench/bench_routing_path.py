@@ -23,7 +23,7 @@ import orjson
 
 from tokenplane.app import build_gateway
 from tokenplane.auth.principal import Principal
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.tokens.counts import TokenCounts

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenplane.engine.profiles import get_profile
+from tokenplane.routing.profiles import DEFAULT_PROFILE
 from tokenplane.scheduling.slo import SloClass, default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, RequestRecord, builtin_policies
 from tokenplane.sim.metrics import jain_index, lru_prefix_hit_rate, percentile
@@ -44,7 +45,13 @@ AZURE = TRACES / "azure_llm_2023_conv.csv"
 MOONCAKE = TRACES / "mooncake_conversation.jsonl"
 ENGINE = "llama3-8b-a100"
 OFFLOAD_ENGINE = "llama3-8b-a100-offload"
-ALL = ["round-robin", "least-requests", "sglang-cache-aware", "vllm-fcfs", "tokenplane"]
+OURS = DEFAULT_PROFILE  # what a gateway with no routing config runs
+ALL = ["round-robin", "least-requests", "sglang-cache-aware", "vllm-fcfs", OURS]
+ONLY_POLICIES: list[str] | None = None  # --policies: run these instead of a scenario's own
+
+
+def policies_for(default: list[str]) -> list[str]:
+    return list(ONLY_POLICIES) if ONLY_POLICIES else default
 
 
 def log(msg: str) -> None:
@@ -59,8 +66,8 @@ def progress(policy: str, load: float, pt: dict[str, Any]) -> None:
     )
 
 
-def ratio(a: float, b: float) -> float | None:
-    return None if b <= 0 else round(a / b, 3)
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else round(a / b, 3)
 
 
 def prefill_time_s(profile: str, prompt: int) -> float:
@@ -118,18 +125,22 @@ def ttft_probe(trace: list[TraceRequest], profile: str, load: float,
     out["interactive_prompt_tokens"] = {
         f"p{q}": percentile([float(r.prompt_tokens) for r in inter], q) for q in (50, 90, 99)
     }
-    for pol in ("round-robin", "tokenplane"):
+    pols = [p for p in policies_for(["round-robin", OURS]) if p != "vllm-fcfs"]
+    for pol in pols:
         sim = ClusterSim(builtin_policies()[pol], get_profile(profile), classes, cluster)
         sim.run(wl)
         ttft = [r.ttft for r in sim.records.values() if r.slo.name == "interactive" and r.done]
         out[pol] = {f"p{q}": round(percentile(ttft, q), 4) for q in (50, 90, 99)}
-    out["ratio_tokenplane_over_rr"] = {
-        k: ratio(out["tokenplane"][k], out["round-robin"][k]) for k in ("p50", "p90", "p99")
-    }
-    out["lower_bound_over_rr"] = {
-        k: ratio(out["prefill_lower_bound_s"][k], out["round-robin"][k])
-        for k in ("p50", "p90", "p99")
-    }
+    if "round-robin" in out:
+        for pol in pols:
+            if pol != "round-robin":
+                out[f"ratio_{pol}_over_rr"] = {
+                    k: ratio(out[pol][k], out["round-robin"][k]) for k in ("p50", "p90", "p99")
+                }
+        out["lower_bound_over_rr"] = {
+            k: ratio(out["prefill_lower_bound_s"][k], out["round-robin"][k])
+            for k in ("p50", "p90", "p99")
+        }
     return out
 
 
@@ -142,18 +153,19 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
     )  # up to 13x so that every knee is bracketed by the sweep
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
-    log(f"azure: slice {duration} s, loads {loads}")
+    pols = policies_for(ALL)
+    log(f"azure: slice {duration} s, loads {loads}, policies {pols}")
     res = run_simulation(
-        AZURE, replicas=8, profile=ENGINE, policies=ALL, loads=loads, seed=0,
+        AZURE, replicas=8, profile=ENGINE, policies=pols, loads=loads, seed=0,
         out_dir=out / "azure" if out else None, classes=classes, cluster=cluster,
         duration_s=duration, progress=progress,
     )
     trace = slice_trace(load_trace(AZURE), 0.0, duration)
     coarse = {k: v["goodput_rps"] for k, v in res["policies"].items()}
-    fine = refine(res, trace, ENGINE, classes, cluster, ALL)
+    fine = refine(res, trace, ENGINE, classes, cluster, pols)
     good = {k: v["goodput_rps"] for k, v in fine.items()}
     base = res["base_rate_rps"]
-    rr_load = fine["round-robin"]["load_pass"] or loads[0]
+    rr_load = (fine["round-robin"]["load_pass"] if "round-robin" in fine else 0.0) or loads[0]
     probe = round(0.85 * rr_load, 3)
     ttft = ttft_probe(trace, ENGINE, probe, classes, cluster)
     return {
@@ -163,11 +175,12 @@ def azure(quick: bool, out: Path | None) -> dict[str, Any]:
         "goodput_rps_coarse": coarse,
         "goodput_rps": good,
         "bisection": fine,
-        "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
-        "goodput_vs_least_requests": ratio(good["tokenplane"], good["least-requests"]),
+        "policy": OURS,
+        "goodput_vs_round_robin": ratio(good.get(OURS), good.get("round-robin")),
+        "goodput_vs_least_requests": ratio(good.get(OURS), good.get("least-requests")),
         "probe_load": probe,
         "interactive_ttft_at_85pct_rr_goodput": ttft,
-        "ttft_p99_ratio_tokenplane_over_rr": ttft["ratio_tokenplane_over_rr"]["p99"],
+        "ttft_p99_ratio_over_rr": ttft.get(f"ratio_{OURS}_over_rr", {}).get("p99"),
         "targets": {"goodput_vs_rr": 1.5, "goodput_vs_lr": 1.2, "ttft_p99_ratio_max": 1 / 3},
     }
 
@@ -180,7 +193,7 @@ def azure_h100(quick: bool) -> dict[str, Any]:
     loads = [10.0, 15.0, 20.0, 25.0, 30.0, 36.0, 42.0, 48.0] if not quick else [15.0, 25.0, 40.0]
     classes = default_slo_classes()
     cluster = ClusterConfig(replicas=8, prefill_budget_s=0.6, token_budget_s=0.4)
-    pols = ["round-robin", "tokenplane"]
+    pols = policies_for(["round-robin", OURS])
     log(f"azure_h100: slice {duration} s, loads {loads}")
     res = run_simulation(
         AZURE, replicas=8, profile=profile, policies=pols, loads=loads, seed=0,
@@ -189,14 +202,15 @@ def azure_h100(quick: bool) -> dict[str, Any]:
     trace = slice_trace(load_trace(AZURE), 0.0, duration)
     fine = refine(res, trace, profile, classes, cluster, pols, rel_tol=0.02)
     good = {k: v["goodput_rps"] for k, v in fine.items()}
-    rr_load = fine["round-robin"]["load_pass"] or loads[0]
+    rr_load = (fine["round-robin"]["load_pass"] if "round-robin" in fine else 0.0) or loads[0]
     probe = round(0.85 * rr_load, 3)
     return {
         "engine_profile": profile,
+        "policy": OURS,
         "slice_s": duration,
         "loads": loads,
         "goodput_rps": good,
-        "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
+        "goodput_vs_round_robin": ratio(good.get(OURS), good.get("round-robin")),
         "bisection": fine,
         "probe_load": probe,
         "interactive_ttft_at_85pct_rr_goodput": ttft_probe(trace, profile, probe, classes,
@@ -216,7 +230,7 @@ def mooncake(quick: bool, out: Path | None, profile: str = ENGINE,
                           gate_fraction=0.6),
     }
     cluster = ClusterConfig(replicas=8, prefill_budget_s=3.0, token_budget_s=4.0)
-    pols = ["round-robin", "least-requests", "sglang-cache-aware", "tokenplane"]
+    pols = policies_for(["round-robin", "least-requests", "sglang-cache-aware", OURS])
     log(f"{tag}: profile {profile}, slice {duration} s, loads {loads}")
     res = run_simulation(
         MOONCAKE, replicas=8, profile=profile, policies=pols, loads=loads, seed=0,
@@ -235,8 +249,8 @@ def mooncake(quick: bool, out: Path | None, profile: str = ENGINE,
         k: [round(p["host_prefix_hit_rate"], 4) for p in v["points"]]
         for k, v in res["policies"].items()
     }
-    oracle = res["policies"]["tokenplane"]["points"][0]["oracle_prefix_hit_rate"]
-    tp_hit = max(hits["tokenplane"])
+    oracle = res["policies"][pols[0]]["points"][0]["oracle_prefix_hit_rate"]
+    tp_hit = max(hits[OURS]) if OURS in hits else None
     prof = get_profile(profile)
     capped = lru_prefix_hit_rate(
         ((r.prompt_tokens, r.block_hashes) for r in trace),
@@ -253,14 +267,15 @@ def mooncake(quick: bool, out: Path | None, profile: str = ENGINE,
         "goodput_rps_coarse": coarse,
         "goodput_rps": good,
         "bisection": fine,
-        "goodput_vs_round_robin": ratio(good["tokenplane"], good["round-robin"]),
-        "goodput_vs_sglang": ratio(good["tokenplane"], good["sglang-cache-aware"]),
+        "policy": OURS,
+        "goodput_vs_round_robin": ratio(good.get(OURS), good.get("round-robin")),
+        "goodput_vs_sglang": ratio(good.get(OURS), good.get("sglang-cache-aware")),
         "prefix_hit_rate_per_load": hits,
         "host_prefix_hit_rate_per_load": host_hits,
         "oracle_unlimited_cache_hit_rate": oracle,
-        "tokenplane_hit_over_oracle": ratio(tp_hit, oracle or 0.0),
+        "hit_over_oracle": ratio(tp_hit, oracle or 0.0),
         "oracle_cluster_capacity_lru_hit_rate": round(capped, 4),
-        "tokenplane_hit_over_capacity_oracle": ratio(tp_hit, capped),
+        "hit_over_capacity_oracle": ratio(tp_hit, capped),
         "targets": {"hit_over_oracle": 0.9, "goodput_vs_rr": 1.5, "goodput_vs_sglang": ">1"},
     }
 
@@ -282,7 +297,7 @@ def mixed(quick: bool) -> dict[str, Any]:
     classes = default_slo_classes()
     log(f"mixed: 50% batch, load {load}, slice {duration} s")
     out: dict[str, Any] = {"batch_fraction": 0.5, "load": load, "slice_s": duration}
-    for pol in ("round-robin", "least-requests", "tokenplane"):
+    for pol in policies_for(["round-robin", "least-requests", OURS]):
         sim = _run_sim(pol, load, rules, duration, classes)
         recs = list(sim.records.values())
         inter = [r for r in recs if r.slo.name == "interactive"]
@@ -320,7 +335,7 @@ def fairness(quick: bool) -> dict[str, Any]:
     classes = default_slo_classes()
     log(f"fairness: 5 Zipf tenants, load {load} (overload), {duration:.0f} s slice")
     out: dict[str, Any] = {"load": load, "slice_s": duration, "tenants": 5, "zipf_s": 1.0}
-    for pol in ("round-robin", "least-requests", "tokenplane"):
+    for pol in policies_for(["round-robin", "least-requests", OURS]):
         sim = _run_sim(pol, load, rules, duration, classes)
         recs = list(sim.records.values())
         cut = max(r.req.arrival for r in recs)  # while arrivals last, all are backlogged
@@ -345,7 +360,7 @@ def speed() -> dict[str, Any]:
                                                                    token_budget_s=4.0)),
     ):
         trace = load_trace(path)
-        for pol in ("round-robin", "tokenplane"):
+        for pol in policies_for(["round-robin", OURS]):
             t0 = time.perf_counter()
             pt = simulate_point(
                 trace, builtin_policies()[pol], load, engine_profile=ENGINE,
@@ -371,7 +386,7 @@ def plot_hit_rates(results: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     colours = {"round-robin": "C0", "least-requests": "C1", "sglang-cache-aware": "C2",
-               "tokenplane": "C3"}
+               OURS: "C3"}
     oracle = None
     for key, style in (("mooncake", "--"), ("mooncake_offload", "-")):
         sc = results.get(key)
@@ -399,7 +414,11 @@ def main() -> None:
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--only", default="azure,azure_h100,mooncake,mooncake_offload,mixed,fairness")
+    ap.add_argument("--policies", default="",
+                    help="comma-separated policies to run instead of each scenario's own")
     args = ap.parse_args()
+    global ONLY_POLICIES
+    ONLY_POLICIES = [p for p in args.policies.split(",") if p] or None
     only = set(args.only.split(","))
     t0 = time.perf_counter()
     result: dict[str, Any] = {"engine_profile": ENGINE, "replicas": 8, "quick": args.quick}

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tokenplane.api.front.server import GatewayServer
 from tokenplane.app import GATEWAY_KEY, Gateway, build_app
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 
 T = TypeVar("T")
 

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 
 from tests.gateway.harness import GatewayThread
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 from tokenplane.routing.endpoint import RouteRequest
-from tokenplane.routing.gateway_router import split_rule
+from tokenplane.routing.gateway.router import split_rule
 
 ALIAS = "chat"
 

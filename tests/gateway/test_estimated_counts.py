@@ -14,7 +14,7 @@ from openai import AsyncOpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.harness import GatewayThread, sim_config
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 from tokenplane.operations.chat import CHAT
 from tokenplane.tokens.model_counters import ModelCounters
 

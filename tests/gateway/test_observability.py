@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.harness import GatewayThread, free_port, sim_config
-from tokenplane.config.loader import ConfigError, validate_config
+from tokenplane.compose.config_file import ConfigError, validate_config
 from tokenplane.observe.tracing import traces_url
 from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.tokens.predictor import LengthKey, Prediction

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.gateway.harness import sim_config
 from tokenplane.admission import LimitError, MemoryStore, ResilientStore, Scope, ScopeLimits
 from tokenplane.app import build_gateway
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 from tokenplane.meta.limit_store import (
     LimitStore,
     LimitTarget,

@@ -16,18 +16,18 @@ import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from tokenplane.routing.prompt_blocks import request_block_hashes
 
 from tests.gateway.harness import sim_config
 from tokenplane.api.openai_routes import OpenAIRoutes, RequestIds, envelope_middleware
 from tokenplane.app import build_gateway
-from tokenplane.config.loader import validate_config
+from tokenplane.compose.config_file import validate_config
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.operations.base import Operation, Segment
 from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.prefix import text_segments
 from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import check_type
-from tokenplane.routing.prompt_blocks import request_block_hashes
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.prompt_parts import PartCounter

@@ -9,11 +9,8 @@ import pytest
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
 from tokenplane.routing.profile import NoEndpointError
-from tokenplane.routing.registry import (
-    build_named_profile,
-    builtin_profile_configs,
-    default_registry,
-)
+from tokenplane.routing.profiles import PROFILES, build_profile
+from tokenplane.routing.registry import default_registry
 
 
 class OverScorer:
@@ -64,20 +61,20 @@ def test_unknown_plugin_names_fail_clearly() -> None:
         reg.build_profile({"picker": "nope"}, RoutingContext())
     with pytest.raises(ValueError, match="plugin entry"):
         reg.build_profile({"filters": [3]}, RoutingContext())
-    with pytest.raises(ValueError, match="unknown profile"):
-        build_named_profile("nope", RoutingContext())
+    with pytest.raises(ValueError, match=r"unknown routing profile .nope.; known: tokenplane, "):
+        build_profile("nope", RoutingContext())
 
 
 def test_no_endpoint_left() -> None:
-    prof = build_named_profile("least-requests", RoutingContext())
+    prof = build_profile("least-requests", RoutingContext())
     with pytest.raises(NoEndpointError):
         prof.route(RouteRequest("r"), [EndpointState("a", healthy=False)])
 
 
-@pytest.mark.parametrize("name", sorted(builtin_profile_configs()))
+@pytest.mark.parametrize("name", sorted(PROFILES))
 def test_every_builtin_profile_routes(name: str) -> None:
     ctx = RoutingContext(seed=1)
-    prof = build_named_profile(name, ctx)
+    prof = build_profile(name, ctx)
     eps = [EndpointState(f"e{i}", inflight_requests=i) for i in range(4)]
     for k in range(10):
         eid = prof.route(RouteRequest(f"r{k}", prompt_tokens=100, block_hashes=(k, k + 1)), eps)
@@ -86,7 +83,7 @@ def test_every_builtin_profile_routes(name: str) -> None:
 
 def test_route_learns_prefix_and_choose_does_not() -> None:
     ctx = RoutingContext()
-    prof = build_named_profile("tokenplane", ctx)
+    prof = build_profile("tokenplane", ctx)
     eps = [EndpointState("a"), EndpointState("b")]
     req = RouteRequest("r", prompt_tokens=320, block_hashes=tuple(range(20)))
     prof.choose(req, eps)
@@ -116,7 +113,7 @@ def test_tokenplane_profile_keeps_a_conversation_on_its_replica(
     warm_prefill_in_flight: int, expected: str
 ) -> None:
     ctx = RoutingContext(block_size=16)
-    prof = build_named_profile("tokenplane", ctx)
+    prof = build_profile("tokenplane", ctx)
     history = tuple(range(1000, 1250))
     ctx.record(RouteRequest("turn1", prompt_tokens=4000, block_hashes=history), "warm")
     eps = [

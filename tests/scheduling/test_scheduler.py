@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
-from tokenplane.routing.registry import build_named_profile
+from tokenplane.routing.profiles import build_profile
 from tokenplane.scheduling.gate import SaturationGate
 from tokenplane.scheduling.scheduler import GatewayScheduler, QueuedRequest
 from tokenplane.scheduling.slo import SloClass
@@ -21,7 +21,7 @@ BATCH = SloClass("batch", priority=1, deadline_s=10.0, sheddable=True)
 def make(
     profile: str = "least-requests", *, aging: float = 0.0, **kw: object
 ) -> GatewayScheduler:
-    prof = build_named_profile(profile, RoutingContext(seed=0))
+    prof = build_profile(profile, RoutingContext(seed=0))
     return GatewayScheduler(prof, aging_tokens_per_s=aging, **kw)  # type: ignore[arg-type]
 
 
@@ -215,7 +215,7 @@ def test_wait_stats() -> None:
 
 def test_waits_for_warm_replica_instead_of_going_cold() -> None:
     ctx = RoutingContext(block_size=16)
-    prof = build_named_profile("tokenplane", ctx)
+    prof = build_profile("tokenplane", ctx)
     s = GatewayScheduler(prof, gate=SaturationGate())
     hashes = tuple(range(1000, 1060))
     ctx.record(RouteRequest("turn1", prompt_tokens=960, block_hashes=hashes), "warm")

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from tokenplane.engine.profiles import get_profile
+from tokenplane.routing.profiles import DEFAULT_PROFILE, PROFILES
 from tokenplane.scheduling.slo import default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, builtin_policies
 from tokenplane.sim.runner import parse_loads, run_simulation
 from tokenplane.sim.traces import TraceRequest
 from tokenplane.sim.workload import WorkloadRules, assign
+from tokenplane.tokens.predictor import LengthPredictor
 
 PROFILE = get_profile("llama3-8b-a100")
 
@@ -114,3 +116,42 @@ def test_run_simulation_writes_results_and_plots(tmp_path: Path) -> None:
     assert (out / "attainment_vs_load.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="unknown policy"):
         run_simulation(trace, policies=["nope"])
+
+
+def test_snapshots_fill_every_field_like_the_gateway() -> None:
+    cfg = ClusterConfig(replicas=2, price_input_per_mtok="0.20", price_output_per_mtok="0.60")
+    sim = ClusterSim(builtin_policies()[DEFAULT_PROFILE], PROFILE, default_slo_classes(), cfg)
+    for snap in sim.snapshots():
+        assert snap.cost_per_token == pytest.approx(4e-7)  # (0.20 + 0.60) / 2 per 1M
+        assert snap.prefill_s_per_token == PROFILE.a_s_per_token
+        assert snap.max_num_seqs == PROFILE.max_num_seqs
+        assert snap.max_waiting == cfg.max_waiting
+        assert snap.token_capacity == sim.token_capacity
+        assert snap.prefill_capacity == sim.prefill_capacity
+    free = ClusterSim(builtin_policies()[DEFAULT_PROFILE], PROFILE, default_slo_classes(),
+                      ClusterConfig(replicas=2))
+    assert {s.cost_per_token for s in free.snapshots()} == {0.0}
+
+
+def test_output_lengths_are_predicted_by_the_gateways_predictor() -> None:
+    sim = run(DEFAULT_PROFILE, synthetic(n=120))
+    assert isinstance(sim.predictor, LengthPredictor)
+    recs = sorted(sim.records.values(), key=lambda r: r.req.arrival)
+    assert recs[0].predicted == 256  # the default before any history
+    key = ClusterSim.length_key(recs[-1].req)
+    assert key.model == "sim" and key.tenant == recs[-1].req.tenant
+    # once enough requests finished, predictions follow the observed lengths
+    assert sim.predictor.quantile(key, recs[-1].req.prompt_tokens, 0.5).level != "default"
+
+
+def test_every_named_profile_is_a_policy_and_the_default_runs(tmp_path: Path) -> None:
+    pols = builtin_policies()
+    assert set(PROFILES) <= set(pols)
+    assert pols[DEFAULT_PROFILE].gateway_queue  # as a gateway runs it (scheduling on)
+    assert not pols["round-robin"].gateway_queue
+    trace = tmp_path / "mini.csv"
+    rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    rows += [f"{i * 0.05:.3f},{200 + (i * 53) % 900},{10 + (i * 17) % 90}" for i in range(60)]
+    trace.write_text("\n".join(rows) + "\n")
+    res = run_simulation(trace, replicas=2, policies=[DEFAULT_PROFILE], plots=False)
+    assert res["policies"][DEFAULT_PROFILE]["points"][0]["completed"] == 60

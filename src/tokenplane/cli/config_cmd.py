@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tokenplane.config.loader import ConfigError, load_config
+from tokenplane.compose.config_file import ConfigError, load_config
 
 
 def register(app: typer.Typer) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tokenplane.config.loader import ConfigError, load_config
+from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.config.schema import GatewayConfig
 
 if TYPE_CHECKING:

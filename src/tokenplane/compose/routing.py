@@ -10,10 +10,11 @@ from tokenplane.config.schema import GatewayConfig
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.route_stage import RequestRouting, RouteStage
 from tokenplane.pipeline.schedule_stage import CountText, RoutingFinisher, ScheduleStage
-from tokenplane.routing.gateway_router import GatewayRouter
-from tokenplane.routing.live import UNBOUNDED, LiveEndpoint, LiveView, breaker_from
-from tokenplane.routing.live_metrics import EndpointCollector
-from tokenplane.routing.scraper import MetricsScraper
+from tokenplane.routing.gateway.metrics_scraper import MetricsScraper
+from tokenplane.routing.gateway.replica_collector import EndpointCollector
+from tokenplane.routing.gateway.replicas import UNBOUNDED, LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.gateway.router import GatewayRouter
+from tokenplane.routing.snapshot import PrefillRate, cost_per_token
 from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.inprocess import InProcessTransport
@@ -25,17 +26,21 @@ SCRAPED_TYPES = frozenset({"vllm", "sglang", "sim"})
 def build_live(config: GatewayConfig, pools: dict[str, Pool]) -> LiveView:
     live = LiveView()
     sched = config.scheduling
+    prices = {m.alias: m.prices for m in config.models}
     for alias, pool in pools.items():
+        price = prices.get(alias)
         for ep in pool.endpoints:
             b = ep.backend
             le = LiveEndpoint(
                 endpoint=ep, alias=alias, breaker=breaker_from(config.routing.breaker),
                 model_version=b.model_version or "", max_waiting=sched.max_waiting,
                 slots_known=sched.max_num_seqs is not None,
+                cost_per_token=cost_per_token(price.input, price.output) if price else 0.0,
             )
             if isinstance(ep.transport, InProcessTransport):
                 engine = ep.transport.service.engine
                 le.local_stats = engine.stats
+                le.prefill_rate = PrefillRate(prior=engine.profile.a_s_per_token)
                 le.slots_known = True
                 le.max_num_seqs = sched.max_num_seqs or engine.profile.max_num_seqs
                 le.token_capacity = engine.profile.kv_capacity_tokens

@@ -46,10 +46,13 @@ Profile = str | dict[str, Any]
 
 
 class RoutingConfig(_Strict):
-    """``profile``: a built-in profile name or a profile dict (filters, scorers,
-    picker); ``models``: per-alias override; ``splits``: per-alias version split."""
+    """``profile``: a profile name of ``routing/profiles.py`` (the default is its
+    ``DEFAULT_PROFILE``) or a profile dict (filters, scorers, picker); ``models``:
+    per-alias override; ``splits``: per-alias version split."""
 
-    profile: Profile = "gateway"
+    # a name in tokenplane.routing.profiles (the default: its DEFAULT_PROFILE) or a dict;
+    # names and plugins are checked when the config is loaded (compose/config_file.py)
+    profile: Profile = "tokenplane"
     models: dict[str, Profile] = Field(default_factory=dict)
     splits: dict[str, SplitConfig] = Field(default_factory=dict)
     block_size: int = Field(16, ge=1, le=4096)

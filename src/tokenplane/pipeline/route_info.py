@@ -21,3 +21,4 @@ class RouteInfo:
     loaded: Endpoint | None = None  # the replica holding this request's counted load
     prefill: int = 0
     decode: int = 0
+    ahead: int = 0  # uncached prefill tokens already in flight on the replica at bind

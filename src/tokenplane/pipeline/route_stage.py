@@ -8,8 +8,8 @@ from tokenplane.errors import GatewayError
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.routing.endpoint import RouteRequest
-from tokenplane.routing.gateway_router import GatewayRouter
-from tokenplane.routing.prompt_blocks import request_block_hashes
+from tokenplane.routing.gateway.prompt_blocks import request_block_hashes
+from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -71,6 +71,7 @@ class RequestRouting:
         self.unload(info)
         matched = self.router.profiles[alias].ctx.last_matched_blocks if alias in \
             self.router.profiles else 0
+        info.ahead = max(0, ep.prompt_tokens_in_flight)
         info.prefill = max(0, info.req.prompt_tokens - matched * self.block_size)
         info.decode = info.req.predicted_output
         ep.prompt_tokens_in_flight += info.prefill
@@ -104,6 +105,11 @@ class RequestRouting:
 
     def record(self, ep: Endpoint, failure_status: int | None, cancelled: bool = False) -> None:
         self.router.record(ep, failure_status, cancelled)
+
+    def observe_first_token(self, info: RouteInfo, ep: Endpoint, ttft_s: float) -> None:
+        """Feed the replica's measured prefill time per token (its snapshots'
+        ``prefill_s_per_token``): the TTFT over the prefill tokens it waited for."""
+        self.router.live.observe_first_token(ep.id, ttft_s, info.ahead + info.prefill)
 
 
 def no_upstream(alias: str) -> GatewayError:

@@ -42,7 +42,8 @@ class ScheduleStage:
 
 
 class RoutingFinisher:
-    """Gives back the replica load the request held, corrects its tenant's virtual
+    """Gives back the replica load the request held, feeds the replica's measured
+    prefill time per token (streamed requests' TTFT), corrects its tenant's virtual
     token counter with the real output length, and releases waiting requests."""
 
     def __init__(
@@ -58,6 +59,8 @@ class RoutingFinisher:
             return
         self.routing.unload(info)
         ep = ctx.endpoint
+        if ep is not None and ctx.first_token is not None and ctx.upstream_start is not None:
+            self.routing.observe_first_token(info, ep, ctx.first_token - ctx.upstream_start)
         if (ep is not None and ctx.status == "error" and ctx.first_token is not None
                 and (ctx.error_code or "").startswith("upstream")):
             self.routing.record(ep, 502)  # the replica failed mid-stream

@@ -30,6 +30,27 @@ class MaxScorePicker:
 
 
 @dataclass(slots=True)
+class MaxScoreRoundRobinPicker:
+    """Highest total score; ties go round-robin (spreads an idle cluster evenly)."""
+
+    tolerance: float = 1e-9
+    _turn: int = 0
+
+    def pick(
+        self,
+        req: RouteRequest,
+        scored: Mapping[str, float],
+        endpoints: Sequence[EndpointState],
+    ) -> str:
+        if not scored:
+            raise LookupError("no candidate endpoints")
+        best = max(scored.values())
+        top = [k for k, v in scored.items() if v >= best - self.tolerance]
+        self._turn += 1
+        return top[self._turn % len(top)]
+
+
+@dataclass(slots=True)
 class RandomPicker:
     """Uniformly random candidate (what a Kubernetes Service's iptables mode does)."""
 

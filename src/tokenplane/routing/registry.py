@@ -13,6 +13,7 @@ from tokenplane.routing.filters import (
 )
 from tokenplane.routing.pickers import (
     MaxScorePicker,
+    MaxScoreRoundRobinPicker,
     RandomPicker,
     RoundRobinPicker,
     SglangCacheAwarePicker,
@@ -116,6 +117,7 @@ def default_registry() -> PluginRegistry:
         ),
     )
     r.add_picker("max_score", lambda p, c: MaxScorePicker(c))
+    r.add_picker("max_score_rr", lambda p, c: MaxScoreRoundRobinPicker())
     r.add_picker("random", lambda p, c: RandomPicker(c))
     r.add_picker("round_robin", lambda p, c: RoundRobinPicker())
     r.add_picker(
@@ -128,50 +130,3 @@ def default_registry() -> PluginRegistry:
         ),
     )
     return r
-
-
-_BASE_FILTERS = ("healthy", "pool", "model_version")
-
-
-def builtin_profile_configs() -> dict[str, dict[str, Any]]:
-    """Config dicts of the named profiles (baselines and tokenplane's own)."""
-    return {
-        "round-robin": {"name": "round-robin", "filters": _BASE_FILTERS, "picker": "round_robin"},
-        "random": {"name": "random", "filters": _BASE_FILTERS, "picker": "random"},
-        "least-requests": {
-            "name": "least-requests",
-            "filters": _BASE_FILTERS,
-            "scorers": [{"name": "outstanding_requests", "weight": 1.0}],
-        },
-        "sglang-cache-aware": {
-            "name": "sglang-cache-aware",
-            "filters": _BASE_FILTERS,
-            "picker": {
-                "name": "sglang_cache_aware",
-                "balance_abs_threshold": 64,
-                "balance_rel_threshold": 1.5,
-                "cache_threshold": 0.3,
-            },
-        },
-        "tokenplane": {
-            "name": "tokenplane",
-            "filters": _BASE_FILTERS,
-            "scorers": [
-                {"name": "sticky_until_saturated", "weight": 1.0, "cache_weight": 8.0},
-                {"name": "prefix_affinity", "weight": 0.2},
-                {"name": "token_load", "weight": 0.1},
-                {"name": "kv_cache", "weight": 0.1},
-                {"name": "session_affinity", "weight": 0.2},
-            ],
-        },
-    }
-
-
-def build_named_profile(
-    name: str, ctx: RoutingContext, registry: PluginRegistry | None = None
-) -> RoutingProfile:
-    """Build one of :func:`builtin_profile_configs` by name."""
-    configs = builtin_profile_configs()
-    if name not in configs:
-        raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(configs))}")
-    return (registry or default_registry()).build_profile(configs[name], ctx)

@@ -16,10 +16,14 @@ from tokenplane.engine.core import Engine, EngineRequest, EngineStats, StepResul
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
-from tokenplane.routing.registry import build_named_profile
+from tokenplane.routing.profiles import PROFILES, build_profile
+from tokenplane.routing.snapshot import ReplicaSpec, cost_per_token, replica_snapshot
 from tokenplane.scheduling.scheduler import GatewayScheduler, QueuedRequest
 from tokenplane.scheduling.slo import SloClass
 from tokenplane.sim.workload import SimRequest
+from tokenplane.tokens.predictor import LengthKey, LengthPredictor
+
+MODEL = "sim"  # the model alias every simulated replica serves (the length predictor's key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,13 +36,12 @@ class PolicySpec:
 
 
 def builtin_policies() -> dict[str, PolicySpec]:
-    return {
-        "round-robin": PolicySpec("round-robin", "round-robin", False),
-        "least-requests": PolicySpec("least-requests", "least-requests", False),
-        "sglang-cache-aware": PolicySpec("sglang-cache-aware", "sglang-cache-aware", False),
-        "vllm-fcfs": PolicySpec("vllm-fcfs", "random", False),
-        "tokenplane": PolicySpec("tokenplane", "tokenplane", True),
-    }
+    """Every routing profile of the table (routing/profiles.py) under its own name --
+    baselines without the gateway queue, the gateway's profiles with it, as a gateway
+    runs them by default -- plus ``vllm-fcfs``: seeded random choice, no queue."""
+    out = {name: PolicySpec(name, name, not p.baseline) for name, p in PROFILES.items()}
+    out["vllm-fcfs"] = PolicySpec("vllm-fcfs", "random", False)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,10 @@ class ClusterConfig:
     ``prefix_index_blocks`` bounds the gateway's per-replica prefix index; 0
     derives it from the profile: max(100,000, HBM blocks + host-tier blocks), so a
     replica with a host KV tier is remembered for everything it still holds.
+    ``price_input_per_mtok`` / ``price_output_per_mtok``: the model's prices per 1M
+    tokens (decimal strings, as in config ``prices``), the snapshots'
+    ``cost_per_token``. ``default_output_tokens``: the length predictor's
+    prediction before it has history (config ``admission.default_output_tokens``).
     """
 
     replicas: int = 8
@@ -65,6 +72,9 @@ class ClusterConfig:
     jitter: float = 0.0
     seed: int = 0
     prefix_index_blocks: int = 0
+    price_input_per_mtok: str = "0"
+    price_output_per_mtok: str = "0"
+    default_output_tokens: int = 256
 
 
 @dataclass(slots=True)
@@ -110,23 +120,6 @@ class RequestRecord:
         return self.slo.met(ttft_s=self.ttft, tpot_s=self.tpot, e2e_s=self.e2e)
 
 
-class MeanOutputPredictor:
-    """Predicts output length as the running mean of finished requests per class."""
-
-    def __init__(self, prior: float = 256.0) -> None:
-        self._sum: dict[str, float] = {}
-        self._n: dict[str, int] = {}
-        self.prior = prior
-
-    def predict(self, cls: str) -> int:
-        n = self._n.get(cls, 0)
-        return max(1, round(self._sum[cls] / n if n else self.prior))
-
-    def observe(self, cls: str, output_tokens: int) -> None:
-        self._sum[cls] = self._sum.get(cls, 0.0) + output_tokens
-        self._n[cls] = self._n.get(cls, 0) + 1
-
-
 class ClusterSim:
     """Runs one policy over one workload."""
 
@@ -149,7 +142,7 @@ class ClusterSim:
             prefix_capacity_blocks=index_blocks,
             seed=cfg.seed,
         )
-        self.router = build_named_profile(policy.profile, self.ctx)
+        self.router = build_profile(policy.profile, self.ctx)
         self.engines = [
             Engine(engine_profile, seed=cfg.seed * 1009 + i, jitter=cfg.jitter)
             for i in range(cfg.replicas)
@@ -162,7 +155,8 @@ class ClusterSim:
         self.inflight_decode = [0] * n
         self._stats: list[EngineStats] = [e.stats() for e in self.engines]
         self._scraped_at = 0.0
-        self.predictor = MeanOutputPredictor()
+        # the gateway's own predictor (pipeline/route_stage.py), keyed (tenant, app, model)
+        self.predictor = LengthPredictor(default=cfg.default_output_tokens)
         self.scheduler: GatewayScheduler | None = None
         if policy.gateway_queue:
             self.scheduler = GatewayScheduler(
@@ -175,6 +169,15 @@ class ClusterSim:
             engine_profile.block_size, int(cfg.prefill_budget_s / per_token)
         )
         self.token_capacity = max(engine_profile.block_size, int(cfg.token_budget_s / per_token))
+        cost = cost_per_token(cfg.price_input_per_mtok, cfg.price_output_per_mtok)
+        self.specs = [
+            ReplicaSpec(
+                id=eid, max_num_seqs=engine_profile.max_num_seqs, slots_known=True,
+                max_waiting=cfg.max_waiting, token_capacity=self.token_capacity,
+                prefill_capacity=self.prefill_capacity, cost_per_token=cost,
+            )
+            for eid in self.ids
+        ]
         self.records: dict[str, RequestRecord] = {}
         self._last_now = 0.0
 
@@ -185,27 +188,21 @@ class ClusterSim:
             self._scraped_at = now
 
     def snapshots(self) -> list[EndpointState]:
-        p = self.profile
-        out = []
-        for i, eid in enumerate(self.ids):
-            st = self._stats[i]
-            out.append(
-                EndpointState(
-                    id=eid,
-                    num_running=st.num_running,
-                    num_waiting=st.num_waiting,
-                    kv_usage=st.kv_usage,
-                    inflight_requests=self.inflight[i],
-                    inflight_prefill_tokens=self.inflight_prefill[i],
-                    inflight_decode_tokens=self.inflight_decode[i],
-                    max_num_seqs=p.max_num_seqs,
-                    max_waiting=self.cfg.max_waiting,
-                    token_capacity=self.token_capacity,
-                    prefill_capacity=self.prefill_capacity,
-                    prefill_s_per_token=p.a_s_per_token,
-                )
+        s_per_token = self.profile.a_s_per_token
+        return [
+            replica_snapshot(
+                spec, self._stats[i],
+                inflight_requests=self.inflight[i],
+                inflight_prefill_tokens=self.inflight_prefill[i],
+                inflight_decode_tokens=self.inflight_decode[i],
+                prefill_s_per_token=s_per_token,
             )
-        return out
+            for i, spec in enumerate(self.specs)
+        ]
+
+    @staticmethod
+    def length_key(r: SimRequest) -> LengthKey:
+        return LengthKey(r.tenant, "", MODEL)
 
     def _route_request(self, rec: RequestRecord) -> RouteRequest:
         r = rec.req
@@ -235,7 +232,9 @@ class ClusterSim:
     # --- events ----------------------------------------------------------------------
     def _arrive(self, r: SimRequest, now: float) -> None:
         slo = self.classes[r.slo_class]
-        rec = RequestRecord(req=r, slo=slo, predicted=self.predictor.predict(r.slo_class))
+        rec = RequestRecord(
+            req=r, slo=slo, predicted=self.predictor.predict(self.length_key(r), r.prompt_tokens)
+        )
         self.records[r.request_id] = rec
         route = self._route_request(rec)
         if self.scheduler is None:
@@ -278,7 +277,8 @@ class ClusterSim:
             self.inflight[i] -= 1
             if rec.emitted < rec.predicted:
                 self.inflight_decode[i] -= rec.predicted - rec.emitted
-            self.predictor.observe(rec.req.slo_class, fin.output_tokens)
+            self.predictor.observe(self.length_key(rec.req), rec.req.prompt_tokens,
+                                   fin.output_tokens)
             if self.scheduler is not None:
                 self.scheduler.settle(rec.req.tenant, rec.predicted, fin.output_tokens)
 

@@ -21,8 +21,8 @@ from tokenplane.config.routing_schema import SchedulingConfig
 from tokenplane.errors import GatewayError
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.periodic import Periodic
-from tokenplane.routing.gateway_router import GatewayRouter
-from tokenplane.routing.live import LiveEndpoint
+from tokenplane.routing.gateway.replicas import LiveEndpoint
+from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.scheduling.gate import SaturationGate
 from tokenplane.scheduling.scheduler import ClassStats, GatewayScheduler, QueuedRequest, Shed
 from tokenplane.scheduling.slo import SloClass, slo_classes_from_config

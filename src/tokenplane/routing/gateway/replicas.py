@@ -4,8 +4,11 @@ Per replica: the gateway's own figures (requests, uncached prompt tokens and
 predicted decode tokens in flight, counted on ``upstream.pool.Endpoint``), the
 engine's figures (read directly from an in-process simulated engine, or the last
 successful scrape of an HTTP replica's ``/metrics``), health (a failed scrape
-marks it unhealthy until the next good one) and a circuit breaker fed by the
-upstream call's outcomes and by scrape failures.
+marks it unhealthy until the next good one), a circuit breaker fed by the
+upstream call's outcomes and by scrape failures, the model's price per token, and
+the prefill time per token measured from the replica's times to first token. The
+snapshot itself is built by ``routing.snapshot.replica_snapshot``, as in the
+simulator.
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ from tokenplane.engine.core import EngineStats
 from tokenplane.routing.breaker import Breaker
 from tokenplane.routing.endpoint import BREAKER_OPEN, EndpointState
 from tokenplane.routing.engine_metrics import EngineMetrics
+from tokenplane.routing.snapshot import (
+    DEFAULT_MAX_SEQS,
+    UNBOUNDED,
+    EngineFigures,
+    PrefillRate,
+    ReplicaSpec,
+    replica_snapshot,
+)
 from tokenplane.upstream.pool import Endpoint
 
-UNBOUNDED = 1 << 40  # capacity of a replica whose limits the gateway does not know
-DEFAULT_MAX_SEQS = 256
+__all__ = ["DEFAULT_MAX_SEQS", "UNBOUNDED", "LiveEndpoint", "LiveView", "breaker_from"]
 
 
 @dataclass(slots=True)
@@ -39,6 +49,8 @@ class LiveEndpoint:
     max_waiting: int = 8
     token_capacity: int = UNBOUNDED
     prefill_capacity: int = UNBOUNDED
+    cost_per_token: float = 0.0  # the alias's prices (routing.snapshot.cost_per_token)
+    prefill_rate: PrefillRate = field(default_factory=PrefillRate)  # measured from TTFT
     healthy: bool = True
     scraped: EngineMetrics | None = None
     scraped_at: float = 0.0
@@ -49,35 +61,36 @@ class LiveEndpoint:
     def id(self) -> str:
         return self.endpoint.id
 
-    def snapshot(self, now: float) -> EndpointState:
-        ep = self.endpoint
-        running, waiting, kv = 0, 0, 0.0
+    def spec(self) -> ReplicaSpec:
+        return ReplicaSpec(
+            id=self.endpoint.id, pool=self.alias, model_version=self.model_version,
+            max_num_seqs=self.max_num_seqs, slots_known=self.slots_known,
+            max_waiting=self.max_waiting, token_capacity=self.token_capacity,
+            prefill_capacity=self.prefill_capacity, cost_per_token=self.cost_per_token,
+        )
+
+    def engine_figures(self) -> EngineFigures | None:
+        """In-process engines read now; HTTP engines as last scraped; else None."""
         if self.local_stats is not None:
             st = self.local_stats()
-            running, waiting, kv = st.num_running, st.num_waiting, st.kv_usage
-        elif self.scraped is not None:
-            m = self.scraped
-            running = m.num_running or 0
-            waiting = m.num_waiting or 0
-            kv = m.kv_usage or 0.0
-        # an engine running more than the configured slots with none waiting has more
-        seqs = self.max_num_seqs
-        if not self.slots_known and not waiting:
-            seqs = max(seqs, running + 1)
-        # between scrapes, what the gateway sent is assumed running up to the slots
-        inflight = ep.in_flight + self.pending
-        running = max(running, min(inflight, seqs))
+            return EngineFigures(st.num_running, st.num_waiting, st.kv_usage)
+        m = self.scraped
+        if m is None:
+            return None
+        return EngineFigures(m.num_running or 0, m.num_waiting or 0, m.kv_usage or 0.0)
+
+    def snapshot(self, now: float) -> EndpointState:
+        ep = self.endpoint
         state = self.breaker.state(now)
         if not self.breaker.available(now):
             state = BREAKER_OPEN  # half-open with its probe out: not for new requests
-        return EndpointState(
-            id=ep.id, pool=self.alias, healthy=self.healthy, num_running=running,
-            num_waiting=waiting, kv_usage=kv, inflight_requests=inflight,
+        return replica_snapshot(
+            self.spec(), self.engine_figures(),
+            inflight_requests=ep.in_flight + self.pending,
             inflight_prefill_tokens=ep.prompt_tokens_in_flight,
             inflight_decode_tokens=ep.decode_tokens_in_flight,
-            max_num_seqs=seqs, max_waiting=self.max_waiting,
-            token_capacity=self.token_capacity, prefill_capacity=self.prefill_capacity,
-            model_version=self.model_version, breaker_state=state,
+            prefill_s_per_token=self.prefill_rate.value,
+            healthy=self.healthy, breaker_state=state,
         )
 
     def available(self, now: float) -> bool:
@@ -112,6 +125,13 @@ class LiveView:
 
     def scraped(self) -> list[LiveEndpoint]:
         return [e for e in self.by_id.values() if e.scrape_url is not None]
+
+    def observe_first_token(self, ep_id: str, ttft_s: float, prefill_tokens: int) -> None:
+        """A streamed request's time to first token on ``ep_id`` (from the upstream
+        call's start) and the prefill tokens it waited for there."""
+        le = self.by_id.get(ep_id)
+        if le is not None:
+            le.prefill_rate.observe(ttft_s, prefill_tokens)
 
     def record(self, ep_id: str, now: float, ok: bool | None) -> None:
         """An upstream outcome: True success, False failure, None no outcome (cancelled)."""

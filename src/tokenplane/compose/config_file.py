@@ -1,4 +1,8 @@
-"""Load a config from YAML (or the embedded default) and report errors with paths."""
+"""Load a config from YAML (or the embedded default) and report errors with paths.
+
+The schema (``tokenplane.config``) checks shapes and values; what only the policy code
+knows (routing profile and plugin names) is checked here, above both, so the schema
+imports nothing of tokenplane."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from tokenplane.config.schema import GatewayConfig
+from tokenplane.routing.profiles import check_profile
 
 
 class ConfigError(Exception):
@@ -65,13 +70,32 @@ def validate_config(data: Any) -> GatewayConfig:
     if not isinstance(data, dict):
         raise ConfigError(["(root): the config must be a mapping"])
     try:
-        return GatewayConfig.model_validate(data)
+        cfg = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
             lines.append(f"{_path(loc)}: {_message(dict(err))}")
         raise ConfigError(lines) from None
+    lines = _policy_errors(cfg)
+    if lines:
+        raise ConfigError(lines)
+    return cfg
+
+
+def _policy_errors(cfg: GatewayConfig) -> list[str]:
+    """Routing profiles that name no profile of the table or an unknown plugin."""
+    out = []
+    try:
+        check_profile(cfg.routing.profile)
+    except ValueError as exc:
+        out.append(f"routing.profile: {exc}")
+    for alias, spec in cfg.routing.models.items():
+        try:
+            check_profile(spec)
+        except ValueError as exc:
+            out.append(f"routing.models: {alias}: {exc}")
+    return out
 
 
 def load_config(path: str | Path | None) -> GatewayConfig:

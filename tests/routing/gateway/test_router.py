@@ -5,8 +5,8 @@ from __future__ import annotations
 from tokenplane.config.routing_schema import BreakerConfig, RoutingConfig, SplitConfig
 from tokenplane.config.schema import BackendConfig
 from tokenplane.routing.endpoint import BREAKER_CLOSED, BREAKER_OPEN, RouteRequest
-from tokenplane.routing.gateway_router import GatewayRouter
-from tokenplane.routing.live import LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView, breaker_from
+from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.upstream.pool import Endpoint
 
 
@@ -51,8 +51,11 @@ def test_idle_replicas_are_used_in_turn_and_load_counts() -> None:
         assert got is not None
         picks.append(got[1].id)
     assert sorted(picks) == ["a", "a", "b", "b", "c", "c"]
+    # the default profile weighs the prefill work in flight (uncached prompt tokens)
     live.by_id["a"].endpoint.in_flight = 3
+    live.by_id["a"].endpoint.prompt_tokens_in_flight = 3000
     live.by_id["b"].endpoint.in_flight = 1
+    live.by_id["b"].endpoint.prompt_tokens_in_flight = 1000
     got = router.pick("local", RouteRequest("x"), None)
     assert got is not None and got[1].id == "c"
 
@@ -85,6 +88,7 @@ def test_open_breaker_is_skipped_then_probed_once_then_readmitted() -> None:
         assert got is not None and got[1].id == "b"
     clock.t += 5  # half-open: one probe
     live.by_id["b"].endpoint.in_flight = 5  # so the probe goes to a
+    live.by_id["b"].endpoint.prompt_tokens_in_flight = 5000
     got = router.pick("local", RouteRequest("probe"), None)
     assert got is not None and got[1].id == "a"
     assert a.snapshot(clock()).breaker_state == BREAKER_OPEN  # probe out: nothing else
@@ -137,7 +141,7 @@ def test_tried_replicas_are_excluded_on_retry() -> None:
 def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
     import pytest
 
-    from tokenplane.config.loader import validate_config
+    from tokenplane.compose.config_file import validate_config
 
     def cfg(**extra: object) -> dict[str, object]:
         model: dict[str, object] = {"alias": "m", "backends": [{"type": "sim"}]}
@@ -154,9 +158,13 @@ def test_config_refuses_unknown_fallbacks_classes_and_profiles() -> None:
         validate_config(cfg(scheduling={"classes": {"gold": {"ttft_s": -1}}}))
     with pytest.raises(Exception, match=r"scheduling\.classes\.gold\.gate_fraction"):
         validate_config(cfg(scheduling={"classes": {"gold": {"gate_fraction": 0}}}))
-    good = validate_config(cfg(routing={"profile": "nonesuch"}))
-    with pytest.raises(ValueError, match="unknown routing profile"):
-        GatewayRouter(good.routing, _live({"m": [("a", "")]}, BreakerConfig()), {})
+    with pytest.raises(Exception, match=r"routing.profile: unknown routing profile 'nonesuch'; "
+                       r"known: tokenplane, least-requests, "):
+        validate_config(cfg(routing={"profile": "nonesuch"}))
+    with pytest.raises(Exception, match=r"routing.models: m: unknown routing profile 'x'"):
+        validate_config(cfg(routing={"models": {"m": "x"}}))
+    with pytest.raises(Exception, match="unknown scorer 'nope'"):
+        validate_config(cfg(routing={"profile": {"scorers": ["nope"]}}))
 
 
 def test_snapshot_counts_gateway_load_and_trusts_an_engine_with_more_slots() -> None:

@@ -6,64 +6,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from tokenplane.config.routing_schema import Profile, RoutingConfig, SplitConfig
+from tokenplane.config.routing_schema import RoutingConfig, SplitConfig
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
-from tokenplane.routing.live import LiveEndpoint, LiveView
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView
 from tokenplane.routing.plugins import RoutingContext
 from tokenplane.routing.profile import NoEndpointError, RoutingProfile
-from tokenplane.routing.registry import PluginRegistry, builtin_profile_configs, default_registry
+from tokenplane.routing.profiles import build_profile
+from tokenplane.routing.registry import default_registry
 from tokenplane.routing.split import SplitRule
 from tokenplane.upstream.pool import Endpoint
-
-GATEWAY_PROFILE: dict[str, Any] = {
-    "name": "gateway",
-    "filters": ["healthy", "pool", "model_version"],
-    "scorers": [
-        {"name": "outstanding_requests", "weight": 1.0},
-        {"name": "prefix_affinity", "weight": 0.6},
-        {"name": "session_affinity", "weight": 0.3},
-        {"name": "queue_depth", "weight": 0.3},
-        {"name": "kv_cache", "weight": 0.2},
-    ],
-    "picker": "max_score_rr",
-}
-
-
-@dataclass(slots=True)
-class MaxScoreRoundRobinPicker:
-    """Highest total score; ties go round-robin (spreads an idle cluster evenly)."""
-
-    tolerance: float = 1e-9
-    _turn: int = 0
-
-    def pick(
-        self, req: RouteRequest, scored: Mapping[str, float], endpoints: Sequence[EndpointState]
-    ) -> str:
-        if not scored:
-            raise LookupError("no candidate endpoints")
-        best = max(scored.values())
-        top = [k for k, v in scored.items() if v >= best - self.tolerance]
-        self._turn += 1
-        return top[self._turn % len(top)]
-
-
-def gateway_registry() -> PluginRegistry:
-    r = default_registry()
-    r.add_picker("max_score_rr", lambda p, c: MaxScoreRoundRobinPicker())
-    return r
-
-
-def build_profile(spec: Profile, ctx: RoutingContext, registry: PluginRegistry) -> RoutingProfile:
-    """A profile from a name (``gateway`` or a built-in) or a profile dict."""
-    if isinstance(spec, str):
-        configs = {"gateway": GATEWAY_PROFILE, **builtin_profile_configs()}
-        if spec not in configs:
-            raise ValueError(f"unknown routing profile {spec!r}; known: {sorted(configs)}")
-        spec = configs[spec]
-    return registry.build_profile(spec, ctx)
 
 
 def split_rule(cfg: SplitConfig) -> SplitRule:
@@ -85,7 +37,7 @@ class GatewayRouter:
         self.live = live
         self.fallbacks = {k: list(v) for k, v in fallbacks.items()}
         self.clock = clock
-        registry = gateway_registry()
+        registry = default_registry()
         self.profiles: dict[str, RoutingProfile] = {}
         for alias in live.by_alias:
             ctx = RoutingContext(block_size=config.block_size,

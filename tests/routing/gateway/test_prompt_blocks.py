@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from tokenplane.operations.chat import CHAT
 from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.embeddings import EMBEDDINGS
-from tokenplane.routing.prompt_blocks import chained_block_hashes, request_block_hashes
+from tokenplane.routing.gateway.prompt_blocks import chained_block_hashes, request_block_hashes
 
 
 def _chat(*contents: str) -> dict[str, object]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tokenplane.routing.endpoint import BREAKER_CLOSED, BREAKER_HALF_OPEN, BREAKER_OPEN
-from tokenplane.routing.live import LiveView
+from tokenplane.routing.gateway.replicas import LiveView
 
 _STATE_VALUE = {BREAKER_CLOSED: 0.0, BREAKER_HALF_OPEN: 1.0, BREAKER_OPEN: 2.0}
 

@@ -10,15 +10,15 @@ round (the gateway pumps its scheduler queues there).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 import aiohttp
 
+from tokenplane.periodic import Periodic
 from tokenplane.routing.engine_metrics import parse_engine_metrics
-from tokenplane.routing.live import LiveEndpoint, LiveView
+from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView
 
 log = logging.getLogger("tokenplane.routing")
 
@@ -36,19 +36,15 @@ class MetricsScraper:
         self.clock = clock
         self.rounds = 0
         self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._timer = Periodic("tokenplane-scraper", interval_s, self.scrape_once, log=log,
+                               failure="metrics scrape round failed", first_now=True)
 
     async def start(self) -> None:
-        if self.interval_s <= 0 or not self.live.scraped() or self._task is not None:
-            return
-        self._task = asyncio.create_task(self._run(), name="tokenplane-scraper")
+        if self.interval_s > 0 and self.live.scraped():
+            self._timer.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._timer.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -59,14 +55,6 @@ class MetricsScraper:
         self.rounds += 1
         if self.on_update is not None:
             self.on_update()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.scrape_once()
-            except Exception:  # a scrape round must never end the task
-                log.exception("metrics scrape round failed")
-            await asyncio.sleep(self.interval_s)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
