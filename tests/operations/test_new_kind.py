@@ -16,7 +16,6 @@ import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from tokenplane.routing.prompt_blocks import request_block_hashes
 
 from tests.gateway.harness import sim_config
 from tokenplane.api.openai_routes import OpenAIRoutes, RequestIds, envelope_middleware
@@ -28,6 +27,7 @@ from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.prefix import text_segments
 from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import check_type
+from tokenplane.routing.gateway.prompt_blocks import request_block_hashes
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.prompt_parts import PartCounter

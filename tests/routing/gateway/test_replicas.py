@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tokenplane.pipeline.counting import ModelCounters
-from tokenplane.pipeline.routing_setup import build_live
 
 from tokenplane.app import _endpoints
 from tokenplane.compose.config_file import validate_config
+from tokenplane.compose.routing import build_live
 from tokenplane.engine.profiles import get_profile
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.route_stage import RequestRouting
 from tokenplane.pipeline.schedule_stage import RoutingFinisher
 from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.routing.snapshot import DEFAULT_PREFILL_S_PER_TOKEN
+from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.pool import Endpoint, Pool
 
