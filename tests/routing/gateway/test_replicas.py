@@ -10,6 +10,7 @@ from tokenplane.app import _endpoints
 from tokenplane.compose.config_file import validate_config
 from tokenplane.compose.routing import build_live
 from tokenplane.engine.profiles import get_profile
+from tokenplane.operations.chat import CHAT
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.route_stage import RequestRouting
 from tokenplane.pipeline.schedule_stage import RoutingFinisher
@@ -79,7 +80,7 @@ def test_streamed_ttft_measures_the_replicas_prefill_time() -> None:
     ep_a = live.by_id["a"].endpoint
     ep_a.prompt_tokens_in_flight = 1000  # prefill queued ahead of the request on a
 
-    ctx = RequestContext("r1", "/v1/chat/completions", "chat", b"", {}, alias="m", stream=True)
+    ctx = RequestContext("r1", CHAT.path, CHAT, b"", {}, alias="m", stream=True)
     ctx.counts.user = 3000
     routing.info(ctx)
     routing.bind(ctx, "m", ep_a)
@@ -92,7 +93,7 @@ def test_streamed_ttft_measures_the_replicas_prefill_time() -> None:
     assert ep_a.prompt_tokens_in_flight == 1000  # its own load was given back
 
     # a non-streamed answer has no first token: nothing is measured
-    ctx2 = RequestContext("r2", "/v1/chat/completions", "chat", b"", {}, alias="m")
+    ctx2 = RequestContext("r2", CHAT.path, CHAT, b"", {}, alias="m")
     ctx2.counts.user = 3000
     routing.info(ctx2)
     routing.bind(ctx2, "m", ep_a)
