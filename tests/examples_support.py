@@ -5,16 +5,12 @@ and the skip-or-fail rule for the real PostgreSQL and Redis."""
 from __future__ import annotations
 
 import asyncio
-import os
-import selectors
 import subprocess
-import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 from tests.gateway.harness import free_port
@@ -81,33 +77,6 @@ class HttpStub:
         self.loop.close()
 
 
-def start_sim(model: str, replicas: int) -> tuple[subprocess.Popen[bytes], list[int]]:
-    """``tokenplane sim`` (instant engines on free ports) serving ``model``; the process
-    and its replicas' ports once it prints ``ready``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenplane", "sim", "--profile", "instant", "--port", "0",
-         "--replicas", str(replicas), "--model", model],
-        env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    try:
-        while True:
-            if not sel.select(60):
-                raise AssertionError("tokenplane sim did not become ready")
-            line = proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"tokenplane sim exited with {proc.wait(10)}")
-            if line.startswith(b"ready "):
-                return proc, [int(p) for p in line.split()[1:]]
-    except BaseException:
-        stop_process(proc)
-        raise
-    finally:
-        sel.close()
-
-
 def stop_process(proc: subprocess.Popen[Any]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -118,12 +87,3 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
             proc.wait(10)
     if proc.stdout is not None:
         proc.stdout.close()
-
-
-def require(service: str, reachable: Callable[[], bool], where: str) -> None:
-    """Skip when ``service`` is not reachable, but fail when CI=true (there it must be)."""
-    if reachable():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{service} is required in CI but not reachable at {where}")
-    pytest.skip(f"{service} not reachable at {where}")

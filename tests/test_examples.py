@@ -9,7 +9,6 @@ prefix; everything else is served as written.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -19,9 +18,7 @@ import sys
 import time
 import types
 import typing
-import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -37,8 +34,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
-from tests.examples_support import HttpStub, require, start_sim, stop_process
+from tests.examples_support import HttpStub, stop_process
 from tests.gateway.harness import GatewayThread, free_port
+from tests.gateway.sim_process import start_sim
+from tests.services import (
+    PG_DSN,
+    REDIS_URL,
+    fresh_pg_schema,
+    fresh_redis_prefix,
+    require_pg,
+    require_redis,
+    run_aside,
+)
 from tokenplane.config.schema import GatewayConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,8 +53,6 @@ EXAMPLES = ROOT / "examples"
 FILES = sorted(EXAMPLES.glob("*.yaml"))
 LLAMA = "meta-llama/Meta-Llama-3-8B-Instruct"  # the served model name in backends / routing
 MSGS: list[Any] = [{"role": "user", "content": "Tell me about token budgets."}]
-PG_DSN = os.environ.get("TOKENPLANE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("TOKENPLANE_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 # Schema fields no example sets, with the reason (the coverage test keeps this honest).
 NOT_COVERED = {
@@ -104,7 +109,7 @@ def gateways(tmp_path: Path) -> Iterator[Gateways]:
 @pytest.fixture(scope="module")
 def llama_sim() -> Iterator[list[int]]:
     """Three simulated vLLM replicas over HTTP serving the Llama model name."""
-    proc, ports = start_sim(LLAMA, 3)
+    proc, ports = start_sim(replicas=3, model=LLAMA)
     yield ports
     stop_process(proc)
 
@@ -659,41 +664,17 @@ def test_serves_server(tmp_path: Path) -> None:
 
 # --- PostgreSQL + Redis --------------------------------------------------------------
 
-def _aside(fn: Callable[[], Any]) -> Any:
-    """Run a coroutine function on a private loop in another thread."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, fn()).result()
-
-
-def _pg_reachable() -> bool:
-    async def probe() -> bool:
-        try:
-            con = await asyncpg.connect(PG_DSN, timeout=3)
-        except (TimeoutError, OSError, asyncpg.PostgresError):
-            return False
-        await con.close()
-        return True
-    return bool(_aside(probe))
-
-
-def _redis_reachable() -> bool:
-    try:
-        r = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-        r.ping()
-        r.close()
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-        return False
-    return True
-
-
 @pytest.mark.postgres
 @pytest.mark.redis
 def test_serves_postgres_redis(gateways: Gateways) -> None:
-    require("PostgreSQL", _pg_reachable, PG_DSN)
-    require("Redis", _redis_reachable, REDIS_URL)
-    tag = uuid.uuid4().hex[:12]
-    schema, prefix = f"tp_examples_{tag}", f"tp:test:examples:{tag}:"
-    url = f"{PG_DSN}?schema={schema}"
+    require_pg()
+    require_redis()
+    with fresh_pg_schema("examples") as url, fresh_redis_prefix("examples") as prefix:
+        _serve_postgres_redis(gateways, url, prefix)
+
+
+def _serve_postgres_redis(gateways: Gateways, url: str, prefix: str) -> None:
+    schema = url.rsplit("schema=", 1)[1]
     # the database and key prefix are the test's own; the rest as written
     swap = {"postgresql://postgres@127.0.0.1:5432/tokenplane?schema=tokenplane": url,
             "redis://127.0.0.1:6379/0": REDIS_URL, '"tp:adm:prod:"': f'"{prefix}"'}
@@ -733,7 +714,7 @@ def test_serves_postgres_redis(gateways: Gateways) -> None:
             finally:
                 await con.close()
 
-        rows = _aside(ledger)
+        rows = run_aside(ledger())
         assert len(rows) == 4 and all(
             (row["tenant"], row["app"], row["status"]) == ("acme", "rag-bot", "ok")
             for row in rows)
@@ -741,22 +722,6 @@ def test_serves_postgres_redis(gateways: Gateways) -> None:
         assert not (a.home / "ledger.db").exists() and not (a.home / "meta.db").exists()
     finally:
         gateways.close()
-
-        async def drop() -> None:
-            con = await asyncpg.connect(PG_DSN)
-            try:
-                await con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-            finally:
-                await con.close()
-
-        _aside(drop)
-        r = redis.Redis.from_url(REDIS_URL)
-        try:
-            stale = list(r.scan_iter(match=f"{prefix}*", count=1000))
-            if stale:
-                r.delete(*stale)
-        finally:
-            r.close()
 
 
 def test_examples_hold_no_secrets() -> None:

@@ -10,11 +10,13 @@ import time
 
 
 def start_sim(port: int = 0, replicas: int = 1, profile: str = "instant",
-              timeout: float = 60) -> tuple[subprocess.Popen[bytes], list[int]]:
-    """The process and its replicas' ports, once ``tokenplane sim`` says ``ready``."""
+              timeout: float = 60, model: str | None = None,
+              ) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """The process and its replicas' ports, once ``tokenplane sim`` says ``ready``
+    (``model``: the name the engines serve, else the sim's default)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenplane", "sim", "--profile", profile, "--port", str(port),
-         "--replicas", str(replicas)],
+         "--replicas", str(replicas), *(["--model", model] if model else [])],
         env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None

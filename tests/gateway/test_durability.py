@@ -7,12 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import asyncpg
 import pytest
 import yaml
 from openai import AsyncOpenAI
@@ -20,10 +17,10 @@ from typer.testing import CliRunner
 
 from tests.gateway.gateway_process import GatewayProcess, create_key
 from tests.gateway.ledger_checks import assert_rollups_match, read_ledger
+from tests.services import fresh_pg_schema
 from tokenplane.cli.main import build_cli
 
 MODEL = "sim-llama3-8b"
-PG_DSN = os.environ.get("TOKENPLANE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 CLIENTS = 24
 
 pytestmark = pytest.mark.timeout(240)
@@ -168,34 +165,11 @@ def test_kill9_sqlite(tmp_path: Path) -> None:
     _crash_restart_drain(tmp_path, None)
 
 
-def _run_aside(coro: object) -> object:
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]
-
-
-async def _pg(sql: str | None) -> bool:
-    try:
-        con = await asyncpg.connect(PG_DSN, timeout=3)
-    except (TimeoutError, OSError, asyncpg.PostgresError):
-        return False
-    try:
-        if sql:
-            await con.execute(sql)
-    finally:
-        await con.close()
-    return True
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A DSN with a fresh ``schema=``, dropped afterwards. Fails in CI without PG."""
-    if not _run_aside(_pg(None)):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI but not reachable at {PG_DSN}")
-        pytest.skip(f"PostgreSQL not reachable at {PG_DSN}")
-    schema = f"tp_dur_{uuid.uuid4().hex[:12]}"
-    yield f"{PG_DSN}?schema={schema}"
-    _run_aside(_pg(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    with fresh_pg_schema("dur") as url:
+        yield url
 
 
 def test_kill9_postgres(tmp_path: Path, pg_url: str) -> None:

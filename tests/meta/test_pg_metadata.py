@@ -4,13 +4,10 @@ CLI with ``TOKENPLANE_DATABASE_URL`` set."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,50 +17,23 @@ import openai
 import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
+from tests.services import PG_DSN, fresh_pg_schema, run_aside
 from tokenplane.meta.pg_meta import PgMeta, apply_meta_migrations
 from tokenplane.meta.pg_stores import PgKeyStore
 
-PG_DSN = os.environ.get("TOKENPLANE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 MODEL = "sim-llama3-8b"
 MESSAGES: list[Any] = [{"role": "user", "content": "Hello there."}]
 WAIT_S = 10.0  # generous: the poll is every 0.5 s; this only bounds a hung test
 
 
 def _aside(fn: Any) -> Any:
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, fn()).result()
-
-
-def _require_pg() -> None:
-    async def reachable() -> bool:
-        try:
-            con = await asyncpg.connect(PG_DSN, timeout=3)
-        except (TimeoutError, OSError, asyncpg.PostgresError):
-            return False
-        await con.close()
-        return True
-
-    if _aside(reachable):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is required in CI but not reachable at {PG_DSN}")
-    pytest.skip(f"PostgreSQL not reachable at {PG_DSN}")
+    return run_aside(fn())
 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    _require_pg()
-    schema = f"tp_meta_{uuid.uuid4().hex[:12]}"
-    yield f"{PG_DSN}?schema={schema}"
-
-    async def drop() -> None:
-        con = await asyncpg.connect(PG_DSN)
-        try:
-            await con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await con.close()
-
-    _aside(drop)
+    with fresh_pg_schema("meta") as url:
+        yield url
 
 
 @pytest.fixture

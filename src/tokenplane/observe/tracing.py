@@ -1,20 +1,6 @@
-"""OpenTelemetry: the OTLP tracer provider the tracing finisher (``pipeline/tracing_stage``)
-exports spans through.
-
-The span is made after the fact by a finisher, from the timings already on the request
-context (arrival, upstream start, first and last token): nothing runs on the request
-path, and when no OTLP endpoint is configured no finisher is installed at all. A W3C
-``traceparent`` sent by the client becomes the span's parent.
-
-Attributes: ``gen_ai.operation.name``, ``gen_ai.request.model`` (the alias),
-``gen_ai.response.model``, ``gen_ai.request.max_tokens``, ``gen_ai.usage.input_tokens``,
-``gen_ai.usage.output_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
-``gen_ai.usage.reasoning.output_tokens``, ``gen_ai.response.time_to_first_token``
-(seconds), ``server.address`` (the replica), ``http.response.status_code``,
-``error.type``, and ``tokenplane.*``: ``request_id``, ``tenant``, ``department``,
-``app``, ``usage_source``, ``stream``, ``attempts``, ``status``, ``input_tokens.<source>``.
-Keys and end users are never attributes.
-"""
+"""OpenTelemetry: the OTLP/HTTP tracer provider (batched export, or none when no
+endpoint is configured). The spans themselves are made by the tracing finisher,
+``pipeline/tracing_stage.py``, which documents their attributes."""
 
 from __future__ import annotations
 

@@ -22,10 +22,7 @@ class MaxScorePicker:
         scored: Mapping[str, float],
         endpoints: Sequence[EndpointState],
     ) -> str:
-        if not scored:
-            raise LookupError("no candidate endpoints")
-        best = max(scored.values())
-        top = [k for k, v in scored.items() if v >= best - self.tolerance]
+        top = best_scored(scored, self.tolerance)
         return top[0] if len(top) == 1 else self.ctx.rng.choice(top)
 
 
@@ -42,10 +39,7 @@ class MaxScoreRoundRobinPicker:
         scored: Mapping[str, float],
         endpoints: Sequence[EndpointState],
     ) -> str:
-        if not scored:
-            raise LookupError("no candidate endpoints")
-        best = max(scored.values())
-        top = [k for k, v in scored.items() if v >= best - self.tolerance]
+        top = best_scored(scored, self.tolerance)
         self._turn += 1
         return top[self._turn % len(top)]
 
@@ -125,3 +119,11 @@ class SglangCacheAwarePicker:
                 return best.id
         index = self.ctx.prefix_index
         return min(cands, key=lambda e: (index.size(e.id), loads[e.id], e.id)).id
+
+
+def best_scored(scored: Mapping[str, float], tolerance: float) -> list[str]:
+    """The replicas within ``tolerance`` of the highest total score, in order."""
+    if not scored:
+        raise LookupError("no candidate endpoints")
+    best = max(scored.values())
+    return [k for k, v in scored.items() if v >= best - tolerance]
