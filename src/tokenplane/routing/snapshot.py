@@ -68,6 +68,30 @@ class EngineFigures:
     kv_usage: float = 0.0
 
 
+class ReplicaFacts(Protocol):
+    """Anything with the fields of a :class:`ReplicaSpec` (the spec itself, or the
+    gateway's live endpoint, which holds them as it is: no copy per snapshot)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def pool(self) -> str: ...
+    @property
+    def model_version(self) -> str: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+    @property
+    def slots_known(self) -> bool: ...
+    @property
+    def max_waiting(self) -> int: ...
+    @property
+    def token_capacity(self) -> int: ...
+    @property
+    def prefill_capacity(self) -> int: ...
+    @property
+    def cost_per_token(self) -> float: ...
+
+
 class EngineReport(Protocol):
     """Anything with the engine's three figures (:class:`EngineFigures`, the
     simulated engine's ``EngineStats``)."""
@@ -81,7 +105,7 @@ class EngineReport(Protocol):
 
 
 def replica_snapshot(
-    spec: ReplicaSpec,
+    spec: ReplicaFacts,
     engine: EngineReport | None,
     *,
     inflight_requests: int,

@@ -25,8 +25,8 @@ from tokenplane.routing.snapshot import (
     DEFAULT_MAX_SEQS,
     UNBOUNDED,
     EngineFigures,
+    EngineReport,
     PrefillRate,
-    ReplicaSpec,
     replica_snapshot,
 )
 from tokenplane.upstream.pool import Endpoint
@@ -56,36 +56,37 @@ class LiveEndpoint:
     scraped_at: float = 0.0
     scrape_failures: int = 0
     pending: int = 0  # released by the scheduler, not yet sent
+    _figures: tuple[EngineMetrics | None, EngineFigures | None] = field(
+        default=(None, None), init=False, repr=False)
 
     @property
     def id(self) -> str:
         return self.endpoint.id
 
-    def spec(self) -> ReplicaSpec:
-        return ReplicaSpec(
-            id=self.endpoint.id, pool=self.alias, model_version=self.model_version,
-            max_num_seqs=self.max_num_seqs, slots_known=self.slots_known,
-            max_waiting=self.max_waiting, token_capacity=self.token_capacity,
-            prefill_capacity=self.prefill_capacity, cost_per_token=self.cost_per_token,
-        )
+    @property
+    def pool(self) -> str:
+        return self.alias
 
-    def engine_figures(self) -> EngineFigures | None:
+    def engine_figures(self) -> EngineReport | None:
         """In-process engines read now; HTTP engines as last scraped; else None."""
         if self.local_stats is not None:
-            st = self.local_stats()
-            return EngineFigures(st.num_running, st.num_waiting, st.kv_usage)
+            return self.local_stats()
         m = self.scraped
         if m is None:
             return None
-        return EngineFigures(m.num_running or 0, m.num_waiting or 0, m.kv_usage or 0.0)
+        seen, figures = self._figures
+        if seen is not m:  # a new scrape: its figures, once
+            figures = EngineFigures(m.num_running or 0, m.num_waiting or 0, m.kv_usage or 0.0)
+            self._figures = (m, figures)
+        return figures
 
     def snapshot(self, now: float) -> EndpointState:
         ep = self.endpoint
         state = self.breaker.state(now)
         if not self.breaker.available(now):
             state = BREAKER_OPEN  # half-open with its probe out: not for new requests
-        return replica_snapshot(
-            self.spec(), self.engine_figures(),
+        return replica_snapshot(  # self has every ReplicaFacts field: no spec to build
+            self, self.engine_figures(),
             inflight_requests=ep.in_flight + self.pending,
             inflight_prefill_tokens=ep.prompt_tokens_in_flight,
             inflight_decode_tokens=ep.decode_tokens_in_flight,
