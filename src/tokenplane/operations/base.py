@@ -15,7 +15,7 @@ a kind with another answer shape overrides them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import Any
 
 from tokenplane.tokens.counter import CountResult
@@ -80,7 +80,7 @@ class Operation:
         choices = [ch for ch in obj.get("choices") or () if isinstance(ch, dict)]
         return join_texts(choices, "message")
 
-    def stream_text(self, events: Iterable[dict[str, Any]]) -> tuple[str, str]:
+    def stream_text(self, events: list[dict[str, Any]]) -> tuple[str, str]:
         """Visible and reasoning text of the stream chunks relayed (parsed)."""
         firsts: list[dict[str, Any]] = []
         for obj in events:
