@@ -128,8 +128,12 @@ def test_snapshots_fill_every_field_like_the_gateway() -> None:
         assert snap.max_waiting == cfg.max_waiting
         assert snap.token_capacity == sim.token_capacity
         assert snap.prefill_capacity == sim.prefill_capacity
+    default = ClusterSim(builtin_policies()[DEFAULT_PROFILE], PROFILE, default_slo_classes(),
+                         ClusterConfig(replicas=2))  # the embedded default model's prices
+    assert all(s.cost_per_token == pytest.approx(2.5e-7) for s in default.snapshots())
     free = ClusterSim(builtin_policies()[DEFAULT_PROFILE], PROFILE, default_slo_classes(),
-                      ClusterConfig(replicas=2))
+                      ClusterConfig(replicas=2, price_input_per_mtok="0",
+                                    price_output_per_mtok="0"))
     assert {s.cost_per_token for s in free.snapshots()} == {0.0}
 
 

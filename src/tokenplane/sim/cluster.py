@@ -72,8 +72,8 @@ class ClusterConfig:
     jitter: float = 0.0
     seed: int = 0
     prefix_index_blocks: int = 0
-    price_input_per_mtok: str = "0"
-    price_output_per_mtok: str = "0"
+    price_input_per_mtok: str = "0.10"  # the embedded default model's prices
+    price_output_per_mtok: str = "0.40"
     default_output_tokens: int = 256
 
 
