@@ -27,7 +27,7 @@ from tokenplane.admission import (
     LimitTable,
     MemoryStore,
     Period,
-    Principal,
+    Parties,
     RedisStore,
     Scope,
     ScopeLimits,
@@ -69,7 +69,7 @@ async def timed(n: int, op: Callable[[int], Awaitable[Any]]) -> list[int]:
 
 async def admission_cycle(store: CounterStore, n: int) -> tuple[list[int], list[int]]:
     adm = Admission(table(), store)
-    scopes = Principal("acme", department="eng", app="bot", key="k1").scope_chain("m")
+    scopes = Parties("acme", department="eng", app="bot", key="k1").scope_chain("m")
     reserve_ns: list[int] = []
     settle_ns: list[int] = []
     for i in range(n):

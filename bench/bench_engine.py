@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 
 from tokenplane.engine.core import Engine, EngineRequest
-from tokenplane.engine.defaults import TiktokenTokenizer, simple_prompt_ids
+from tokenplane.engine.defaults import default_tokenizer, simple_prompt_ids
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.engine.virtual import run_virtual
@@ -71,7 +71,7 @@ def virtual_hour(trace: Path, replicas: int = 8) -> dict[str, float]:
 
 
 async def realtime(n: int) -> dict[str, float]:
-    tok = TiktokenTokenizer()
+    tok = default_tokenizer()
     svc = EngineService(get_profile("instant"), tok, simple_prompt_ids(tok), "sim")
     await svc.start()
     bodies = [orjson.dumps({"model": "sim", "max_tokens": 16,

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from tokenplane.cli.main import main as tokenplane_main
-from tokenplane.metering.journal.journal import journal
+from tokenplane.metering.journal import journal
 
 
 def _done() -> asyncio.Future[None]:
