@@ -4,6 +4,7 @@ any token was sent, and every attempt is metered once."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from tests.gateway.harness import GatewayThread, free_port
+from tokenplane.pipeline.upstream_errors import scrub
 
 
 class FaultyUpstream:
@@ -33,6 +35,16 @@ class FaultyUpstream:
         await request.read()
         if self.mode == "500":
             return web.Response(status=500, text="boom")
+        if self.mode == "401-echo":  # a provider quoting back the key it was sent
+            auth = request.headers.get("authorization", "")
+            return web.json_response(status=401, data={"error": {
+                "message": f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
+                "type": "invalid_request_error", "code": "invalid_api_key"}})
+        if self.mode == "400-param":
+            return web.json_response(status=400, data={"error": {
+                "message": "temperature out of range; internal host gpu-7.corp:9000",
+                "type": "invalid_request_error", "param": "temperature",
+                "code": "bad_temperature"}})
         if self.mode == "garbage-stream":
             resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await resp.prepare(request)
@@ -148,3 +160,50 @@ def test_broken_stream_ends_with_error_event(upstream: FaultyUpstream, tmp_path:
     gw.stop()
     (row,) = gw.ledger_rows()
     assert row["status"] == "error" and row["output_tokens"] == 1
+
+
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+@pytest.mark.parametrize("upstream", ["401-echo"], indirect=True)
+def test_upstream_text_and_key_never_reach_the_tenant(
+        upstream: FaultyUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("FAULTY_KEY", SECRET)
+    gw = GatewayThread(_config([{"type": "openai", "base_url": f"http://127.0.0.1:{upstream.port}",
+                                 "api_key_env": "FAULTY_KEY"}]), tmp_path).start()
+    try:
+        with caplog.at_level(logging.WARNING, "tokenplane.upstream"):
+            resp = _chat(gw, gw.create_key(app="f"))
+        assert upstream.hits >= 1
+        assert resp.status_code == 502
+        err = resp.json()["error"]
+        assert (err["type"], err["code"]) == ("upstream_error", "upstream_error")
+        assert SECRET not in resp.text and "Incorrect API key" not in resp.text
+        logged = "\n".join(r.getMessage() for r in caplog.records)
+        assert "Incorrect API key provided: [redacted]" in logged  # kept for the operator
+        assert SECRET not in logged
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("upstream", ["400-param"], indirect=True)
+def test_an_upstream_400_keeps_its_status_and_param_not_its_text(
+        upstream: FaultyUpstream, tmp_path: Path) -> None:
+    gw = GatewayThread(_config([{"type": "vllm", "base_url": f"http://127.0.0.1:{upstream.port}"}]),
+                       tmp_path).start()
+    try:
+        resp = _chat(gw, gw.create_key(app="f"))
+        assert resp.status_code == 400
+        err = resp.json()["error"]
+        assert (err["param"], err["code"]) == ("temperature", "upstream_invalid_request")
+        assert "gpu-7.corp" not in resp.text and "x-request-id" in resp.headers
+    finally:
+        gw.stop()
+
+
+def test_scrub_removes_credentials() -> None:
+    text = "key sk-abcdefgh12345678 and Bearer abc.def and tok " + "A" * 40 + " mine: s3cr3t!"
+    out = scrub(text, ("s3cr3t!",))
+    assert "sk-abcdefgh" not in out and "abc.def" not in out and "A" * 40 not in out
+    assert "s3cr3t!" not in out and out.count("[redacted]") == 4

@@ -16,6 +16,7 @@ import orjson
 
 from tokenplane.errors import GatewayError, envelope
 from tokenplane.pipeline.context import RequestContext, StreamGuard
+from tokenplane.pipeline.upstream_errors import upstream_failure
 from tokenplane.upstream.pool import Endpoint, pick_least_loaded
 from tokenplane.upstream.sse import DONE, frame, payload
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
@@ -30,23 +31,6 @@ def upstream_body(ctx: RequestContext) -> bytes:
     if ctx.stream:
         body["stream_options"] = {"include_usage": True}
     return orjson.dumps(body)
-
-
-def _error_from_upstream(status: int, body: bytes | None) -> GatewayError:
-    message, code = f"upstream returned HTTP {status}", "upstream_error"
-    try:
-        err = orjson.loads(body or b"{}").get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            message = err["message"]
-            code = err.get("code") or code
-    except (orjson.JSONDecodeError, AttributeError):
-        pass
-    if 400 <= status < 500 and status not in (401, 403, 404, 429):
-        return GatewayError(status, message, code=str(code))
-    if status == 429:
-        return GatewayError(429, message, code="upstream_rate_limited")
-    mapped = 504 if status == 504 else 503 if status == 503 else 502
-    return GatewayError(mapped, f"upstream failed: {message}", code="upstream_error")
 
 
 class AttemptRouter(Protocol):
@@ -95,7 +79,7 @@ class UpstreamCall:
                 resp = await ep.transport.send(req)
                 failure: GatewayError | None = None
                 if resp.status >= 400:
-                    failure = _error_from_upstream(resp.status, resp.body)
+                    failure = upstream_failure(resp.status, resp.body, ep, ctx.request_id)
                     await resp.aclose()
             except UpstreamError as exc:
                 failure = GatewayError(exc.status, exc.message, code=exc.code)
