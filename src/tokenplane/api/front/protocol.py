@@ -40,7 +40,7 @@ log = logging.getLogger("tokenplane.api")
 _QUEUE_MAX = 8  # pipelined requests waiting before the socket stops being read
 _LINGER_S = 5.0  # after a refusal: how long what the client still sends is dropped
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_HEAD_MAX = 1 << 16  # request line and headers
+HEAD_MAX = 1 << 16  # request line and headers (the relayed app is held to the same)
 
 
 class Server(Protocol):
@@ -124,14 +124,14 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         self._url += url
         self._head_size += len(url)
-        if self._head_size > _HEAD_MAX and not self._discard:
-            self._refuse(blank_request(), head_too_large(_HEAD_MAX))
+        if self._head_size > HEAD_MAX and not self._discard:
+            self._refuse(blank_request(), head_too_large(HEAD_MAX))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._hdrs.append((name.decode("latin-1"), value.decode("latin-1")))
         self._head_size += len(name) + len(value)
-        if self._head_size > _HEAD_MAX and not self._discard:
-            self._refuse(blank_request(), head_too_large(_HEAD_MAX))
+        if self._head_size > HEAD_MAX and not self._discard:
+            self._refuse(blank_request(), head_too_large(HEAD_MAX))
 
     def on_headers_complete(self) -> None:
         if self._discard:

@@ -21,7 +21,7 @@ import logging
 
 from aiohttp import web
 
-from tokenplane.api.front.protocol import FrontConnection
+from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
 from tokenplane.api.front.wire import FrontRequest
 from tokenplane.api.openai_routes import (
@@ -158,8 +158,13 @@ class GatewayServer:
             raise
 
     async def _start(self) -> None:
+        # the front already refused a head over HEAD_MAX (431, in the envelope): what it
+        # relays must not meet aiohttp's smaller limits (8,190 bytes a line, 100 fields),
+        # whose plain-text 400 has no envelope and no x-request-id
         self._runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
-                                     shutdown_timeout=self.shutdown_timeout)
+                                     shutdown_timeout=self.shutdown_timeout,
+                                     max_line_size=HEAD_MAX, max_field_size=HEAD_MAX,
+                                     max_headers=HEAD_MAX // 4)
         await self._runner.setup()  # on_startup
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
