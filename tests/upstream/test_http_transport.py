@@ -7,7 +7,7 @@ from aiohttp import web
 
 from tests.upstream.test_http1_client import _serve
 from tokenplane.config.schema import TimeoutConfig
-from tokenplane.upstream.http_transport import HttpTransport
+from tokenplane.upstream.http_transport import HttpTransport, server_root, versioned
 from tokenplane.upstream.types import UpstreamRequest, UpstreamResponse
 
 
@@ -65,3 +65,35 @@ async def test_closing_an_unfinished_stream_drops_its_connection() -> None:
     finally:
         await t.close()
         await runner.cleanup()
+
+
+async def test_a_base_url_with_the_api_version_is_not_given_it_twice() -> None:
+    """OpenAI-SDK-style bases (``.../v1``, DashScope's ``.../compatible-mode/v1``) hold
+    the version; a server root (vLLM, SGLang) gets the request's whole path."""
+    paths: list[str] = []
+
+    async def record(request: web.Request) -> web.StreamResponse:
+        paths.append(request.path)
+        return web.json_response({"ok": True})
+
+    runner, port = await _serve(record)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        for base in (root, root + "/", root + "/v1", root + "/compatible-mode/v1/"):
+            t = HttpTransport(base)
+            try:
+                assert (await t.send(_req(stream=False))).status == 200
+            finally:
+                await t.close()
+        assert paths == ["/v1/chat/completions", "/v1/chat/completions",
+                         "/v1/chat/completions", "/compatible-mode/v1/chat/completions"]
+    finally:
+        await runner.cleanup()
+
+
+def test_server_root_drops_a_trailing_version() -> None:
+    assert server_root("http://h:8000") == "http://h:8000"
+    assert server_root("https://api.example.com/v1/") == "https://api.example.com"
+    assert server_root("https://h/compatible-mode/v1") == "https://h/compatible-mode"
+    assert server_root("https://h/v1beta") == "https://h"
+    assert not versioned("https://h/vault") and versioned("https://h/api/v2")

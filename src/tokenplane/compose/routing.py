@@ -17,6 +17,7 @@ from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.routing.snapshot import PrefillRate, cost_per_token
 from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.tokens.predictor import LengthPredictor
+from tokenplane.upstream.http_transport import server_root
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Pool
 
@@ -47,7 +48,7 @@ def build_live(config: GatewayConfig, pools: dict[str, Pool]) -> LiveView:
                 le.prefill_capacity = UNBOUNDED
             elif b.type in SCRAPED_TYPES and b.base_url is not None:  # an engine over HTTP
                 le.max_num_seqs = sched.max_num_seqs or le.max_num_seqs
-                le.scrape_url = b.base_url.rstrip("/") + "/metrics"
+                le.scrape_url = server_root(b.base_url) + "/metrics"
             else:  # a hosted API: no slots the gateway knows of
                 le.max_num_seqs = sched.max_num_seqs or UNBOUNDED
             live.add(le)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator, Mapping
+from urllib.parse import urlsplit
 
 from tokenplane.upstream.http1_client import H1ConnectError, H1Connection, H1Error, H1Pool
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
@@ -18,11 +20,32 @@ from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamRe
 _HOP_HEADERS = ("content-type", "x-request-id", "openai-processing-ms")
 
 
+_VERSIONED = re.compile(r"/v\d+(?:[a-z]+\d*)?$")  # /v1, /v2, /v1beta, /v1alpha2
+
+
+def versioned(base_url: str) -> bool:
+    """Whether a base URL ends in an API version (``https://api.openai.com/v1``,
+    ``.../compatible-mode/v1``), as the OpenAI SDK and providers write them."""
+    return _VERSIONED.search(urlsplit(base_url).path.rstrip("/")) is not None
+
+
+def server_root(base_url: str) -> str:
+    """The base URL without a trailing API version: where ``/metrics`` lives."""
+    base = base_url.rstrip("/")
+    return base[: base.rfind("/")] if versioned(base) else base
+
+
 class HttpTransport:
+    """``base_url`` either names the server root (vLLM, SGLang: the request's own path
+    ``/v1/chat/completions`` is appended) or ends in the API version as the OpenAI SDK
+    has it (``https://api.example.com/v1``, ``.../compatible-mode/v1``): then the
+    version is the base's, and the request's leading ``/v1`` is not sent twice."""
+
     def __init__(self, base_url: str, api_key_env: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._api_key_env = api_key_env
         self._pool = H1Pool(self.base_url)
+        self._strip = "/v1" if versioned(self.base_url) else ""
 
     def _headers(self, req: UpstreamRequest) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "*/*", **req.headers}
@@ -42,7 +65,10 @@ class HttpTransport:
         conn: H1Connection | None = None
         try:
             async with asyncio.timeout_at(_sooner(loop.time(), first, deadline)):
-                conn = await self._pool.request("POST", req.path, self._headers(req), req.body,
+                path = req.path
+                if self._strip and path.startswith("/v1/"):
+                    path = path[3:]
+                conn = await self._pool.request("POST", path, self._headers(req), req.body,
                                                 t.connect or None)
                 status, headers = await conn.head()
                 if not req.stream or status >= 400:
