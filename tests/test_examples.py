@@ -277,6 +277,18 @@ def test_serves_minimal(gateways: Gateways) -> None:
     assert len(rows) == 2 and all(r["status"] == "ok" and counted_exactly(r) for r in rows)
 
 
+def test_serves_metering(gateways: Gateways) -> None:
+    gw = gateways.start(example("metering.yaml"))
+    assert gw.gateway.meter.ack == "synced"  # the example's choice, not the default
+    key = gw.create_key("default")
+    with client(gw, key) as c:
+        chat(c, "sim-llama3-8b")
+        stream(c, "sim-llama3-8b")
+    gateways.stop(gw)
+    rows = gw.ledger_rows()
+    assert len(rows) == 2 and all(r["status"] == "ok" and r["cost_micros"] > 0 for r in rows)
+
+
 def _expected_cost(prices: dict[str, Any], row: dict[str, Any]) -> int:
     """Micros for a ledger row at the example's prices (tiers included)."""
     p = dict(prices)

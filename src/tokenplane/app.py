@@ -134,7 +134,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
             pool.endpoints.extend(_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
-                  flush_interval_s=0.25)
+                  flush_interval_s=0.25, ack=config.metering.ack)
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
     predictor = LengthPredictor(default=config.admission.default_output_tokens)
     limits = open_limit_store(keys, home, config.admission.limits_reload_s)

@@ -169,6 +169,19 @@ class ObserveConfig(_Strict):
         return http_url(v)
 
 
+class MeteringConfig(_Strict):
+    """When a usage record counts as durable, so the answer may complete.
+
+    ``written`` (the default): once it is written to the journal file, so it survives a
+    crash or ``kill -9`` of the gateway; the group ``fdatasync`` runs right behind it,
+    and a power loss of the host can lose at most the records of the sync in flight
+    (docs/LEDGER.md). ``synced``: once it is fsynced (like PostgreSQL's
+    ``synchronous_commit: on``): nothing acknowledged is lost even then, at the cost of
+    waiting for the disk on every answer."""
+
+    ack: Literal["written", "synced"] = "written"
+
+
 class GatewayConfig(_Strict):
     """The whole configuration. ``data_dir`` defaults to $TOKENPLANE_HOME or ./.tokenplane."""
 
@@ -181,6 +194,7 @@ class GatewayConfig(_Strict):
     governance: GovernanceConfig = Field(default_factory=lambda: GovernanceConfig())  # type: ignore[call-arg]
     routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig())  # type: ignore[call-arg]
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
+    metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)

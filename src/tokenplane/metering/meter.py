@@ -77,6 +77,7 @@ class Meter:
         claim_timeout_s: float = 30.0,
         sink_options: dict[str, Any] | None = None,
         on_flush: Callable[[int, int], None] | None = None,
+        ack: str = "synced",
     ) -> None:
         self.data_dir = Path(data_dir)
         self._sink_arg = sink
@@ -96,6 +97,7 @@ class Meter:
         self._adopter: Periodic | None = None
         self._unrecorded_prices: dict[str, PriceBook] = {}
         self.on_flush = on_flush
+        self.ack = ack  # "written" or "synced": when record() counts as durable
         self.writer_id = ""
         self._lock: WriterLock | None = None
         self._journal: Journal | None = None
@@ -160,6 +162,7 @@ class Meter:
             segment_bytes=self.segment_bytes,
             on_commit=flusher.submit,
             lock=lock,
+            ack=self.ack,
         )
         journal.open()
         self._flusher, self._journal = flusher, journal

@@ -82,7 +82,13 @@ class Journal:
         on_commit: Callable[[CommittedBatch], None] | None = None,
         lock: WriterLock | None = None,
         use_aio: bool = True,
+        ack: str = "synced",
     ) -> None:
+        if ack not in ("written", "synced"):
+            raise ValueError(f"ack must be 'written' or 'synced', got {ack!r}")
+        # "written": an append's future resolves once its record is written (in the page
+        # cache: it survives the process); "synced": once it is fdatasynced
+        self.ack_written = ack == "written"
         self.dir = writer_dir_for(Path(data_dir), writer_id)
         self.writer_id = writer_id
         self.segment_bytes = segment_bytes
@@ -153,7 +159,8 @@ class Journal:
         loop.add_reader(aio.eventfd, self._synced)
 
     def append(self, event: UsageEvent) -> asyncio.Future[None]:
-        """Queue ``event``; the future resolves once it is on disk (fsynced)."""
+        """Queue ``event``; the future resolves once it is on disk: written to the file
+        (``ack="written"``) or fsynced (``ack="synced"``)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         if self._aio is not None:
@@ -199,6 +206,8 @@ class Journal:
             fut.set_exception(exc)
             self._abandon_segment()
             return
+        if self.ack_written:
+            fut.set_result(None)  # written: the sync below still follows at once
         self._unsynced.append((event, fut))
         if self._aio is not None and not self._aio.in_flight:
             self._start_sync()
@@ -360,6 +369,8 @@ class Journal:
         error: BaseException | None = None
         try:
             self._write(b"".join(parts))
+            if self.ack_written:
+                _resolve(good, None)  # written; the sync follows in this same turn
             os.fdatasync(self._fd)
         except OSError as exc:  # disk full, I/O error: fail the waiters, keep going
             error = exc
