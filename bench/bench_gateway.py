@@ -118,7 +118,8 @@ class Target:
         return sum(cpu_seconds(p.pid) for p in self.procs)
 
 
-def start_servers(tmp: Path, workers: int, baseline: Path | None = None) -> list[Target]:
+def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
+                  ack: str | None = None) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -143,7 +144,8 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None) -> list
         key, _ = store.create_key("bench", app="bench")
         store.close()
         cfg = tmp / f"{name}.yaml"
-        cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra)
+        metering = f"metering: {{ack: {ack}}}\n" if ack and src is None else ""
+        cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra + metering)
         port = free_port()
         env = {**os.environ, "TOKENPLANE_HOME": str(home)}
         if src is not None:  # that tree's tokenplane first on the path
@@ -223,7 +225,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        targets = start_servers(Path(tmp), args.workers, args.baseline)
+        targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
@@ -282,6 +284,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     }
         ratios["before_after"] = before_after
     return {"bench": "gateway_overhead", "rounds": args.rounds, "seconds": args.seconds,
+            "ack": args.ack or "default",
             "workers": args.workers,
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
 
@@ -307,6 +310,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--workers", type=int, default=1,
                     help="also run the pass-through and the gateways as N processes")
+    ap.add_argument("--ack", choices=["written", "synced"],
+                    help="metering.ack of the gateways (default: the config's default)")
     ap.add_argument("--baseline", type=Path,
                     help="a checkout whose src/ also serves both gateways, for before/after")
     run_and_print(main_async, ap.parse_args())
