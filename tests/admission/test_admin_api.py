@@ -93,8 +93,10 @@ def test_org_keys_and_limits_crud(gw: GatewayThread) -> None:
 
 def test_tenant_isolation(gw: GatewayThread) -> None:
     admin = _admin(gw)
-    admin.put("/limits", json={"target": {"tenant": "initech"}, "limits": {"rpm": 50}})
-    admin.put("/limits", json={"target": {"tenant": "umbrella"}, "limits": {"rpm": 70}})
+    for tenant, rpm in (("initech", 50), ("umbrella", 70)):
+        assert admin.post("/tenants", json={"name": tenant}).status_code == 201
+        put = admin.put("/limits", json={"target": {"tenant": tenant}, "limits": {"rpm": rpm}})
+        assert put.status_code == 200, put.text
     own = httpx.Client(base_url=admin.base_url, timeout=30, headers={
         "authorization": f"Bearer {gw.create_key('initech', app='a')}"})
     mine = own.get("/tenants/initech/budget")

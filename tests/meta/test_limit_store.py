@@ -14,6 +14,7 @@ from tests.gateway.harness import sim_config
 from tokenplane.admission import LimitError, MemoryStore, ResilientStore, Scope, ScopeLimits
 from tokenplane.app import build_gateway
 from tokenplane.compose.config_file import validate_config
+from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import (
     LimitStore,
     LimitTarget,
@@ -116,6 +117,9 @@ def test_cli_fixed_period_budget(tmp_path: Path) -> None:
     from tokenplane.cli.main import build_cli
 
     runner = CliRunner()
+    keys = KeyStore(tmp_path / "meta.db")
+    keys.ensure_scope("acme", None, None)  # limits need an existing tenant
+    keys.close()
     ok = runner.invoke(build_cli(), [
         "limits", "set", "--tenant", "acme", "--user", "alice", "--budget", "0.25",
         "--period", "fixed", "--resets-at", "2026-12-15", "--resets-at",

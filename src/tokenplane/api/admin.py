@@ -16,6 +16,15 @@ from aiohttp import web
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.limits import LimitError
 from tokenplane.admission.stores.base import StoreUnavailable
+from tokenplane.api.admin_fields import (
+    check_limits,
+    obj,
+    only_fields,
+    opt_bool,
+    opt_name,
+    opt_text,
+    req_name,
+)
 from tokenplane.auth.principal import Principal
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.directory import Directory
@@ -26,6 +35,7 @@ from tokenplane.meta.limit_store import (
     budget_micros,
     limits_to_dict,
 )
+from tokenplane.meta.limit_targets import missing_target
 
 PREFIX = "/admin/v1"
 _TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
@@ -46,27 +56,12 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return data
 
 
-def _name(data: dict[str, Any], field: str = "name") -> str:
-    value = data.get(field)
-    if not isinstance(value, str) or not value or "/" in value:
-        raise invalid(f"'{field}' must be a non-empty string without '/'.", param=field)
-    return value
-
-
-def _opt(data: dict[str, Any], field: str) -> str | None:
-    value = data.get(field)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise invalid(f"'{field}' must be a string.", param=field)
-    return value
-
-
-def target_of(data: dict[str, Any]) -> LimitTarget:
-    unknown = set(data) - set(_TARGET_FIELDS)
-    if unknown:
-        raise invalid(f"Unknown target fields {sorted(unknown)}; use {list(_TARGET_FIELDS)}.")
-    return LimitTarget(_name(data, "tenant"), *(_opt(data, f) for f in _TARGET_FIELDS[1:]))
+def target_of(data: dict[str, Any], prefix: str | None = None) -> LimitTarget:
+    """The target of a limit: every field a string (tenant, department and app names)."""
+    only_fields(data, _TARGET_FIELDS, prefix)
+    return LimitTarget(req_name(data, "tenant", prefix), opt_name(data, "department", prefix),
+                       opt_name(data, "app", prefix), opt_text(data, "key_id", prefix),
+                       opt_text(data, "user", prefix), opt_text(data, "model", prefix))
 
 
 def limit_changes(data: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +130,12 @@ class AdminRoutes:
 
     async def create_tenant(self, request: web.Request) -> web.Response:
         self._admin(request)
-        name = _name(await _body(request))
+        data = await _body(request)
+        only_fields(data, ("name",))
+        name = req_name(data, "name")
+        if self.directory.has_tenant(name):
+            raise GatewayError(409, f"The tenant '{name}' already exists.", param="name",
+                               code="already_exists")
         self.keys.ensure_scope(name, None, None)
         return _json({"name": name}, 201)
 
@@ -153,7 +153,9 @@ class AdminRoutes:
     async def create_department(self, request: web.Request) -> web.Response:
         self._admin(request)
         tenant = self._tenant(request)
-        name = _name(await _body(request))
+        data = await _body(request)
+        only_fields(data, ("name",))
+        name = req_name(data, "name")
         self.keys.ensure_scope(tenant, name, None)
         return _json({"tenant": tenant, "name": name}, 201)
 
@@ -172,7 +174,8 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        name, dept = _name(data), _opt(data, "department")
+        only_fields(data, ("name", "department"))
+        name, dept = req_name(data, "name"), opt_name(data, "department")
         self.keys.ensure_scope(tenant, dept, name)
         return _json({"tenant": tenant, "department": dept, "name": name}, 201)
 
@@ -197,8 +200,11 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        key, rec = self.keys.create_key(tenant, _opt(data, "department"), _opt(data, "app"),
-                                        _opt(data, "name"), bool(data.get("admin", False)))
+        only_fields(data, ("department", "app", "name", "admin"))
+        dept, app, name = opt_name(data, "department"), opt_name(data, "app"), \
+            opt_name(data, "name", slash=True)
+        admin = opt_bool(data, "admin", False)
+        key, rec = self.keys.create_key(tenant, dept, app, name, admin)
         return _json({"id": rec.id, "key": key, "tenant": tenant, "department": rec.department,
                       "app": rec.app, "admin": rec.admin,
                       "note": "The key is shown once; only its hash is stored."}, 201)
@@ -221,10 +227,14 @@ class AdminRoutes:
     async def set_limits(self, request: web.Request) -> web.Response:
         self._admin(request)
         data = await _body(request)
-        target, changes = data.get("target"), data.get("limits")
-        if not isinstance(target, dict) or not isinstance(changes, dict):
-            raise invalid("The body needs 'target' and 'limits' objects.")
-        tgt = target_of(target)
+        only_fields(data, ("target", "limits"))
+        tgt = target_of(obj(data, "target"), "target")
+        changes = obj(data, "limits")
+        check_limits(changes)
+        missing = missing_target(tgt, self.directory, self.keys)
+        if missing is not None:
+            raise GatewayError(404, missing.message, param=f"target.{missing.field}",
+                               code="target_not_found")
         try:
             spec = self.limits.set(tgt, limit_changes(changes))
         except LimitError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,13 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenplane.admission.limits import LimitError
-from tokenplane.cli.common import data_dir
+from tokenplane.cli.common import data_dir, open_keys
 from tokenplane.meta.limit_store import (
     LimitTarget,
     budget_micros,
     limits_to_dict,
 )
-from tokenplane.meta.open_stores import database_url, open_limits
+from tokenplane.meta.limit_targets import MissingTarget, missing_target
+from tokenplane.meta.open_stores import database_url, open_directory, open_limits
 
 Home = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
 Tenant = Annotated[str, typer.Option(help="Tenant.")]
@@ -92,6 +94,11 @@ def register(app: typer.Typer) -> None:
                 typer.echo("nothing to set: give at least one limit (see --help)", err=True)
                 raise typer.Exit(2)
             target = _target(tenant, department, app_, key_id, user, model)
+            missing = _missing(data_dir(home), target)
+            if missing is not None:
+                typer.echo(f"{missing.message} Create it first (tokenplane keys create, or "
+                           "the admin API); no limit was set.", err=True)
+                raise typer.Exit(1)
             spec = store.set(target, changes)
         except LimitError as exc:
             typer.echo(f"invalid limit: {exc}", err=True)
@@ -133,6 +140,19 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"no limits for {target.scope().label}", err=True)
             raise typer.Exit(1)
         typer.echo(f"deleted the limits of {target.scope().label}")
+
+
+def _missing(home: Path, target: LimitTarget) -> MissingTarget | None:
+    """The part of ``target`` not in the directory (the same check as the admin API)."""
+    keys = open_keys(home)
+    try:
+        directory = open_directory(keys)
+        try:
+            return missing_target(target, directory, keys)
+        finally:
+            directory.close()
+    finally:
+        keys.close()
 
 
 def _epoch(text: str) -> float:
