@@ -69,7 +69,10 @@ def limit_changes(data: dict[str, Any]) -> dict[str, Any]:
     changes = dict(data)
     if "budget" in changes:
         amount = changes.pop("budget")
-        changes["budget_micros"] = None if amount is None else budget_micros(amount)
+        try:
+            changes["budget_micros"] = None if amount is None else budget_micros(amount)
+        except LimitError as exc:
+            raise invalid(str(exc), param="budget", code="invalid_budget") from None
     return changes
 
 

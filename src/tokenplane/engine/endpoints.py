@@ -14,6 +14,7 @@ from tokenplane.engine.textgen import prompt_seed
 from tokenplane.engine.validation import check_model
 from tokenplane.errors import invalid
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.ids import check_token_ids
 
 DEFAULT_EMBEDDING_DIM = 256
 
@@ -43,6 +44,7 @@ def _embedding_inputs(value: Any, tokenizer: Tokenizer) -> list[list[int]]:
         elif isinstance(item, list) and item and all(
             isinstance(t, int) and not isinstance(t, bool) for t in item
         ):
+            check_token_ids(item, "input")
             out.append([int(t) for t in item])
         else:
             raise invalid("each 'input' item must be a non-empty string or array of token ids",

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import orjson
 
 from tokenplane.errors import GatewayError, invalid
+from tokenplane.tokens.ids import check_token_ids
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
@@ -98,7 +99,8 @@ def check_prompt(prompt: Any) -> None:
         if not prompt:
             raise invalid("'prompt' must not be empty", param="prompt")
         return
-    if isinstance(prompt, list) and prompt and all(_is_int(t) and t >= 0 for t in prompt):
+    if isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
+        check_token_ids(prompt, "prompt")
         return
     if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
         raise invalid("only one prompt per request is supported", param="prompt")

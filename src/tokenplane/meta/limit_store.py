@@ -45,6 +45,9 @@ LIMIT_FIELDS: tuple[str, ...] = (
     "budget_period", "budget_resets_at", "max_concurrent", "max_tokens_in_flight",
 )
 
+MAX_LIMIT = 2**63 - 1  # what a database integer column holds
+MAX_BUDGET = 10**12  # currency units; its micros fit MAX_LIMIT
+
 _INT_FIELDS: tuple[str, ...] = (
     "rpm", "tpm", "tokens_per_day", "tokens_per_month", "budget_micros", "max_concurrent",
     "max_tokens_in_flight",
@@ -121,6 +124,9 @@ def limits_from_dict(data: Mapping[str, Any]) -> ScopeLimits:
     if unknown:
         raise LimitError(f"unknown limit fields {sorted(unknown)}; known: {list(LIMIT_FIELDS)}")
     kw: dict[str, Any] = {k: data[k] for k in _INT_FIELDS if data.get(k) is not None}
+    for k, v in kw.items():
+        if isinstance(v, int) and not isinstance(v, bool) and not 0 <= v <= MAX_LIMIT:
+            raise LimitError(f"{k} must be between 0 and {MAX_LIMIT}, got {v}")
     if data.get("tpm_unit"):
         kw["tpm_unit"] = data["tpm_unit"]
     try:
@@ -259,4 +265,6 @@ def budget_micros(amount: str | int | float) -> int:
         raise LimitError(f"budget must be a decimal amount, got {amount!r}") from None
     if not value.is_finite() or value < 0:
         raise LimitError(f"budget must be a non-negative amount, got {amount!r}")
+    if value > MAX_BUDGET:
+        raise LimitError(f"budget must be at most {MAX_BUDGET}, got {amount!r}")
     return int((value * 1_000_000).to_integral_value())

@@ -47,23 +47,35 @@ def _epoch(value: TimeBound) -> float | None:
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+# the latest bound accepted: 9999-12-31 UTC, which every clock and column can hold
+MAX_TIME_BOUND = 253402214400.0
+
+
 def parse_time_bound(text: str, now: float) -> float:
     """CLI time bound: epoch seconds, an ISO date/time (UTC if no zone), or an age
-    such as ``90m``, ``24h``, ``7d``, ``2w`` meaning that long before ``now``."""
+    such as ``90m``, ``24h``, ``7d``, ``2w`` meaning that long before ``now``.
+
+    An age reaching before 1970 means 1970; any other bound must lie between 1970 and
+    the year 9999 (``1e400``, ``nan`` and ``-5`` raise :class:`ValueError`)."""
     value = text.strip()
     if len(value) > 1 and value[-1] in _UNITS and value[:-1].isdigit():
-        return now - int(value[:-1]) * _UNITS[value[-1]]
+        age = int(value[:-1]) * _UNITS[value[-1]]
+        return 0.0 if age >= now else now - age
     try:
-        return float(value)
+        bound: float | None = float(value)
     except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(
-            f"bad time {text!r}: use epoch seconds, an ISO date or an age like 24h / 7d"
-        ) from exc
-    return _epoch(parsed) or 0.0
+        bound = None
+    if bound is None:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError(
+                f"bad time {text!r}: use epoch seconds, an ISO date or an age like 24h / 7d"
+            ) from exc
+        bound = _epoch(parsed) or 0.0
+    if not (math.isfinite(bound) and 0.0 <= bound <= MAX_TIME_BOUND):
+        raise ValueError(f"bad time {text!r}: out of range (1970 to 9999-12-31)")
+    return bound
 
 
 def choose_grain(since: TimeBound, until: TimeBound) -> tuple[str, int | None, int | None]:

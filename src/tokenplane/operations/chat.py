@@ -68,6 +68,23 @@ def _content(msg: dict[str, Any], i: int) -> None:
                           param=f"{param}[{j}].text", code="invalid_type")
 
 
+def _tool_calls(msg: dict[str, Any], i: int) -> None:
+    calls = msg.get("tool_calls")
+    if calls is None:
+        return
+    param = f"messages[{i}].tool_calls"
+    if not isinstance(calls, list):
+        raise invalid(f"'{param}' must be an array of tool call objects, got "
+                      f"{type_name(calls)}", param=param, code="invalid_type")
+    for j, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise invalid(f"'{param}[{j}]' must be an object, got {type_name(call)}",
+                          param=param, code="invalid_type")
+        if not isinstance(call.get("function", call), dict):
+            raise invalid(f"'{param}[{j}].function' must be an object", param=param,
+                          code="invalid_type")
+
+
 def validate_chat(body: dict[str, Any]) -> None:
     check_common(body)
     if "messages" not in body:
@@ -91,6 +108,7 @@ def validate_chat(body: dict[str, Any]) -> None:
                 param=f"messages[{i}].role", code="invalid_value",
             )
         _content(msg, i)
+        _tool_calls(msg, i)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):

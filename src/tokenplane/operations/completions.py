@@ -9,6 +9,7 @@ from tokenplane.operations.base import Operation, Segment
 from tokenplane.operations.prefix import text_segments
 from tokenplane.operations.validate import check_common
 from tokenplane.tokens.counter import CountResult
+from tokenplane.tokens.ids import check_token_ids
 from tokenplane.tokens.prompt_parts import PartCounter
 
 
@@ -57,3 +58,5 @@ def validate_completion(body: dict[str, Any]) -> None:
     if isinstance(p, list) and len(p) > 1 and isinstance(p[0], str):
         raise invalid("batched prompts are not supported; send one prompt per request",
                       param="prompt", code="unsupported_value")
+    if isinstance(p, list) and not isinstance(p[0], str):
+        check_token_ids(p, "prompt")

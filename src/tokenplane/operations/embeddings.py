@@ -8,6 +8,7 @@ from tokenplane.errors import invalid
 from tokenplane.operations.base import Operation
 from tokenplane.operations.validate import check_type
 from tokenplane.tokens.counter import CountResult
+from tokenplane.tokens.ids import check_token_ids
 from tokenplane.tokens.prompt_parts import PartCounter
 
 
@@ -48,3 +49,9 @@ def validate_embeddings(body: dict[str, Any]) -> None:
     if not (isinstance(inp, str) or (isinstance(inp, list) and inp)):
         raise invalid("'input' must be a string or a non-empty array", param="input",
                       code="invalid_type")
+    if isinstance(inp, list):
+        for item in inp:
+            if isinstance(item, list):
+                check_token_ids(item, "input")
+            elif not isinstance(item, str):
+                check_token_ids([item], "input")

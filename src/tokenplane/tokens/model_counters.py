@@ -20,6 +20,7 @@ from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.estimated_counting import EstimatingCounter
 from tokenplane.tokens.estimator import Estimator
+from tokenplane.tokens.ids import check_token_ids, vocab_size
 from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
 from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
 from tokenplane.tokens.segments import SegmentCache
@@ -59,10 +60,25 @@ class ExactParts:
     def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> CountResult:
         return self.counter.count(messages, tools)
 
+    def _check_ids(self, value: Any, param: str) -> None:
+        """Token ids beyond the vocabulary of an exact tokenizer are a client's mistake."""
+        if not self.counter.exact or not isinstance(value, list):
+            return
+        vocab = vocab_size(self.counter.template.tokenizer)
+        if vocab is None:
+            return
+        for item in value:
+            if isinstance(item, list):
+                check_token_ids(item, param, vocab)
+            elif isinstance(item, int):
+                check_token_ids([item], param, vocab)
+
     def prompt(self, prompt: Any) -> CountResult:
+        self._check_ids(prompt, "prompt")
         return self.counter.count_prompt(prompt)
 
     def inputs(self, value: Any) -> CountResult:
+        self._check_ids(value, "input")
         c = self.counter
         items = [value] if isinstance(value, str) else value
         total = 0

@@ -68,6 +68,7 @@ class TiktokenTokenizer:
         self._heads = tuple(sorted({s[:2] for s in specials}))
         short = any(len(s) < 2 for s in specials)
         self._ascii = None if short else ascii_bpe(encoding)
+        self.n_vocab: int | None = getattr(encoding, "n_vocab", None)
         sep = "<|endoftext|>" if "<|endoftext|>" in specials else min(specials, default="")
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
@@ -157,6 +158,7 @@ class HFTokenizer:
     def __init__(self, name: str, tokenizer: Any) -> None:
         self.name = name
         self._tok = tokenizer
+        self.n_vocab: int = int(tokenizer.get_vocab_size(with_added_tokens=True))
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
