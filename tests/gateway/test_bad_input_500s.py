@@ -125,11 +125,11 @@ def test_budget_out_of_range(gateway: GatewayThread, api_key: str, admin_key: st
                              budget: Any) -> None:
     url, auth = _root(gateway) + "/admin/v1/limits", {"authorization": f"Bearer {admin_key}"}
     resp = httpx.put(url, timeout=30, headers=auth,
-                     json={"target": {"tenant": "default", "app": "b"},
+                     json={"target": {"tenant": "default"},
                            "limits": {"budget": budget}})
     assert _bad(resp, "budget")["code"] == "invalid_budget"
     ok = httpx.put(url, timeout=30, headers=auth,
-                   json={"target": {"tenant": "default", "app": "b"},
+                   json={"target": {"tenant": "default"},
                          "limits": {"budget": "12.50"}})
     assert ok.status_code == 200, ok.text
     assert ok.json()["limits"]["budget_micros"] == 12_500_000
