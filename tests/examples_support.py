@@ -38,6 +38,7 @@ class HttpStub:
 
     def __post_init__(self) -> None:
         self.got = threading.Event()
+        self._arrived = threading.Condition()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -62,11 +63,19 @@ class HttpStub:
 
     def _recording(self, handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.StreamResponse:
-            self.seen.append(Seen(request.path, {k.lower(): v for k, v in request.headers.items()},
-                                  await request.read()))
+            seen = Seen(request.path, {k.lower(): v for k, v in request.headers.items()},
+                        await request.read())
+            with self._arrived:
+                self.seen.append(seen)
+                self._arrived.notify_all()
             self.got.set()
             return await handler(request)
         return run
+
+    def wait_seen(self, n: int, timeout: float = 10.0) -> bool:
+        """Blocks until ``n`` requests have arrived (False if not within ``timeout``)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: len(self.seen) >= n, timeout)
 
     def stop(self) -> None:
         if self._runner is not None:

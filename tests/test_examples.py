@@ -15,10 +15,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -154,12 +153,12 @@ def metric_samples(gw: GatewayThread, name: str) -> list[tuple[dict[str, str], f
             for s in fam.samples if s.name == name]
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def scrape_now(gw: GatewayThread) -> None:
+    """One round of the gateway's metrics scraper, on its own loop (no waiting for
+    the interval)."""
+    routing = gw.gateway.routing
+    assert routing is not None
+    gw.call(routing.scraper.scrape_once())
 
 
 def cli(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -399,7 +398,8 @@ def test_serves_backends(gateways: Gateways, llama_sim: list[int], hosted: HttpS
         health = {s["endpoint"]: v for s, v in metric_samples(gw, "tokenplane_endpoint_healthy")}
         return all(health.get(e) == 0.0 for e in ("gpu-a", "gpu-b", "gpu-c"))
 
-    wait_for(engines_marked_down, "the scraper to mark the dead engines down")
+    scrape_now(gw)
+    assert engines_marked_down(), "the scraper marks the dead engines down"
     with client(gw, key) as c:
         chat(c, "llama3-8b")
     gateways.stop(gw)
@@ -462,7 +462,7 @@ def test_serves_admission(gateways: Gateways) -> None:
                 chat(c, "chat")
             assert api_error_code(err.value) == "budget_exceeded"
             assert err.value.response.headers.get("retry-after")
-        wait_for(lambda: len(hook.seen) >= 3, "three budget alerts")
+        assert hook.wait_seen(3), "three budget alerts"
         alerts = [json.loads(s.body) for s in hook.seen]
         assert {a["type"] for a in alerts} == {"budget_threshold"}
         assert sorted(a["threshold_pct"] for a in alerts) == [50, 80, 100]
@@ -484,7 +484,8 @@ def test_serves_routing(gateways: Gateways, llama_sim: list[int]) -> None:
         kv = {s["endpoint"] for s, _ in metric_samples(gw, "tokenplane_endpoint_engine_kv_usage")}
         return {"blue-a", "blue-b", "green-a"} <= kv
 
-    wait_for(scraped, "a scrape of every engine's /metrics")
+    scrape_now(gw)
+    assert scraped(), "a scrape of every engine's /metrics"
     ids: dict[str, str] = {}
     with client(gw, key) as c:
         for pin in ("always", "never"):

@@ -23,7 +23,14 @@ def _size(journal: Journal) -> int:
 async def test_thread_written_acknowledges_before_the_fsync(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     batches: list[CommittedBatch] = []
-    journal = Journal(tmp_path, "w0", use_aio=False, ack="written", on_commit=batches.append)
+    loop = asyncio.get_running_loop()
+    committed = asyncio.Event()
+
+    def on_commit(batch: CommittedBatch) -> None:  # the writer thread, after the sync
+        batches.append(batch)
+        loop.call_soon_threadsafe(committed.set)
+
+    journal = Journal(tmp_path, "w0", use_aio=False, ack="written", on_commit=on_commit)
     journal.open()
     release, real = threading.Event(), os.fdatasync
 
@@ -38,10 +45,7 @@ async def test_thread_written_acknowledges_before_the_fsync(
         assert _size(journal) > 0 and batches == []  # ...written, not yet committed
     finally:
         release.set()
-    for _ in range(200):
-        if batches:
-            break
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(committed.wait(), 5)
     assert [e.request_id for b in batches for e in b.events] == [make_event(1).request_id]
     journal.close()
 
@@ -50,17 +54,18 @@ async def test_thread_synced_waits_for_the_fsync(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal = Journal(tmp_path, "w0", use_aio=False, ack="synced")
     journal.open()
-    release, real = threading.Event(), os.fdatasync
+    entered, release, real = threading.Event(), threading.Event(), os.fdatasync
 
     def slow_sync(fd: int) -> None:
         if fd == journal._fd:
+            entered.set()
             release.wait(10)
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", slow_sync)
     fut = journal.append(make_event(1))
     try:
-        await asyncio.sleep(0.3)
+        assert await asyncio.to_thread(entered.wait, 5)  # the writer is in the sync
         assert not fut.done()
     finally:
         release.set()
