@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from tokenplane.routing.plugins import RoutingContext
@@ -41,7 +42,7 @@ class NamedProfile:
     baseline: bool = False  # another system's policy: simulated without the gateway queue
 
 
-PROFILES: Mapping[str, NamedProfile] = {
+PROFILES: Mapping[str, NamedProfile] = MappingProxyType({
     p.name: p
     for p in (
         NamedProfile(
@@ -99,7 +100,7 @@ PROFILES: Mapping[str, NamedProfile] = {
             baseline=True,
         ),
     )
-}
+})  # read-only: the table is the same for every gateway and simulation
 
 
 class UnknownProfileError(ValueError):
