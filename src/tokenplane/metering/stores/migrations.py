@@ -124,10 +124,23 @@ def _v1(dialect: int) -> tuple[str, ...]:
     )
 
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)),)
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)),)
+# v2: the request's SLO class (SLO selectors, replay); NULL for events written before.
+_EVENT_COLUMNS_V2: tuple[tuple[str, str], ...] = (("slo_class", "text?"),)
 
-EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(n for n, _ in _EVENT_COLUMNS_V1)
+
+def _v2(dialect: int) -> tuple[str, ...]:
+    return tuple(
+        f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+        for name, kind in _EVENT_COLUMNS_V2
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)))
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)))
+
+EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
+    n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2
+)
 
 SCHEMA_MIGRATIONS_DDL = (
     "CREATE TABLE IF NOT EXISTS schema_migrations ("
