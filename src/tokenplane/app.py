@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
@@ -35,6 +36,10 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.slo.gateway.collector import SloCollector
+from tokenplane.slo.gateway.service import SloService
+from tokenplane.slo.live import SloCounters
+from tokenplane.slo.spec import slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http_transport import HttpTransport
@@ -64,6 +69,7 @@ class Gateway:
     tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
     governance: Governance | None = None  # guards and audit (config.governance)
     routing: Routing | None = None  # live replica view, router, scheduler queues
+    slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -80,8 +86,12 @@ class Gateway:
             await self.governance.audit.start()
         if self.routing is not None:
             await self.routing.start()
+        if self.slo is not None:
+            self.slo.start()
 
     async def close(self) -> None:
+        if self.slo is not None:
+            await self.slo.close()
         if self.routing is not None:
             await self.routing.close()
         for s in self.services:
@@ -143,15 +153,20 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     routing = build_routing(config, pools, predictor, metrics, counters.count_text)
     governance = open_governance(config.governance, home, worker_id)
     tracing = otlp_provider(config.observe)
+    slos = [slo_from_config(s) for s in config.slos]
+    slo_counters = SloCounters(slos) if slos else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None)
+        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters)
+    slo = SloService(slos, lambda: meter.sink) if slos else None
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
-                 tracing=tracing, governance=governance, routing=routing)
+                 tracing=tracing, governance=governance, routing=routing, slo=slo)
     track_learning(gw)
+    if slo is not None and slo_counters is not None:
+        metrics.registry.register(SloCollector(slo_counters, slo))
     return gw
 
 
@@ -201,6 +216,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

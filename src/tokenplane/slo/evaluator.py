@@ -66,7 +66,8 @@ class SloEvaluator:
             (slo.name, sli.label): BucketTally(bucket_s) for slo in self.slos for sli in slo.slis
         }
 
-    def observe(self, facts: RequestFacts) -> None:
+    def observe(self, facts: RequestFacts, sign: int = 1) -> None:
+        """Count a finished request (``sign=-1`` takes a counted one back)."""
         for slo in self.slos:
             if not slo.selector.selects(
                 facts.model, facts.tenant, facts.department, facts.app, facts.slo_class
@@ -76,7 +77,7 @@ class SloEvaluator:
                 verdict = judge(sli, facts)
                 if verdict is not Verdict.NOT_VALID:
                     self._tallies[(slo.name, sli.label)].add(
-                        facts.ts, bad=verdict is Verdict.BAD)
+                        facts.ts, bad=verdict is Verdict.BAD, count=sign)
 
     def observe_all(self, facts: Iterable[RequestFacts]) -> None:
         for f in facts:

@@ -1,0 +1,84 @@
+"""The gateway's SLO evaluation, off the request path, from the ledger.
+
+At start it reads the last attempt of every request in the longest SLO window (so a
+restart resets no window), then every ``refresh_s`` the rows from its watermark less
+an overlap (``LedgerFeed`` counts each request once, as its final attempt). Every
+``reload_s`` it rebuilds from scratch, which also takes in rows that reached the
+ledger later than the overlap (a dead worker's journal adopted long after). Every
+worker and replica reads the same ledger, so each one's view is the whole gateway's.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from tokenplane.metering.request_history import last_attempts
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.periodic import Periodic
+from tokenplane.slo.evaluator import SliStatus, SloEvaluator
+from tokenplane.slo.facts import facts_from_event
+from tokenplane.slo.feed import LedgerFeed
+from tokenplane.slo.spec import Slo
+
+log = logging.getLogger("tokenplane.slo")
+
+
+class SloService:
+    def __init__(
+        self,
+        slos: Sequence[Slo],
+        sink: Callable[[], LedgerSink],
+        *,
+        refresh_s: float = 10.0,
+        overlap_s: float = 300.0,
+        reload_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.slos = tuple(slos)
+        self.sink = sink
+        self.overlap_s = overlap_s
+        self.reload_s = reload_s
+        self.clock = clock
+        self.longest_s = max((s.window_s for s in self.slos), default=0.0)
+        self.feed: LedgerFeed | None = None
+        self.loaded_at = 0.0
+        self.refreshed_at: float | None = None
+        self._periodic = Periodic("slo-evaluation", refresh_s, self.refresh, log=log,
+                                  failure="SLO evaluation failed", first_now=True)
+
+    def start(self) -> None:
+        if self.slos:
+            self._periodic.start()
+
+    async def close(self) -> None:
+        await self._periodic.close()
+
+    async def refresh(self) -> None:
+        now = self.clock()
+        feed = self.feed
+        if feed is None or now - self.loaded_at >= self.reload_s:
+            feed = LedgerFeed(SloEvaluator(self.slos), self.overlap_s)
+            await self._read(feed, now - self.longest_s, now)
+            self.feed, self.loaded_at = feed, now  # swap in a whole view
+        else:
+            since = feed.since()
+            await self._read(feed, now - self.longest_s if since is None else since, now)
+        feed.evaluator.prune(now)
+        self.refreshed_at = now
+
+    async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
+        events = await last_attempts(self.sink(), since, until + 1.0)
+        feed.take((e.request_id, e.attempt, facts_from_event(e, e.slo_class or ""))
+                  for e in events)
+
+    def status(self, now: float | None = None, tenant: str | None = None) -> list[SliStatus]:
+        """Every SLO's state; with ``tenant``, only the SLOs whose selector names that
+        tenant (an SLO over every tenant would show the others' traffic)."""
+        if self.feed is None:
+            return []
+        names = None
+        if tenant is not None:
+            names = [s.name for s in self.slos if s.selector.tenant == tenant]
+        return self.feed.evaluator.status(self.clock() if now is None else now, names)
