@@ -42,21 +42,22 @@ class SliStatus:
             "sli_ratio": b.sli,
             "budget_remaining": b.remaining,
             "bad_events_left": b.bad_left,
-            "burn_rates": {_span(w): r for w, r in sorted(self.burn.items())},
+            "burn_rates": {span_name(w): r for w, r in sorted(self.burn.items())},
             "alerts": [
-                {"severity": f.key.severity, "long_window": _span(f.key.long_s),
-                 "short_window": _span(f.key.short_s), "threshold": f.threshold,
+                {"severity": f.key.severity, "long_window": span_name(f.key.long_s),
+                 "short_window": span_name(f.key.short_s), "threshold": f.threshold,
                  "long_burn": f.long_burn, "short_burn": f.short_burn}
                 for f in self.firing
             ],
         }
 
 
-def _span(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+def span_name(seconds: float) -> str:
+    """``5m``, ``1h``, ``3d``: a window as Prometheus writes durations."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return f"{round(seconds * 1000)}ms"
 
 
 class SloEvaluator:
