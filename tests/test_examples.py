@@ -748,7 +748,15 @@ def test_serves_slos(gateways: Gateways, tmp_path: Path) -> None:
     """The SLOs are evaluated from what the gateway recorded: `tokenplane slo status`
     counts the served requests as valid and good, and a client mistake not as valid
     at all; each SLO sees only what its selector selects."""
-    cfg = example("slos.yaml")
+    hooks = HttpStub({"/hooks/slo": _webhook, "/hooks/chat": _webhook}).start()
+    try:
+        _serve_slos(gateways, tmp_path, hooks)
+    finally:
+        hooks.stop()
+
+
+def _serve_slos(gateways: Gateways, tmp_path: Path, hooks: HttpStub) -> None:
+    cfg = example("slos.yaml", {"http://127.0.0.1:9095": hooks.url})
     gw = gateways.start(cfg)
     helpdesk = gw.create_key("acme", department="support", app="helpdesk")
     other = gw.create_key("acme")
@@ -782,3 +790,4 @@ def test_serves_slos(gateways: Gateways, tmp_path: Path) -> None:
     assert all(not r["alerts"] for r in rows.values())
     table = cli("slo", "status", "--config", str(path), "--home", str(gw.home))
     assert table.returncode == 0 and "chat-availability" in table.stdout
+    assert not hooks.seen  # nothing fired, so nothing was sent

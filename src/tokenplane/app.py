@@ -36,10 +36,13 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.gateway.collector import SloCollector
+from tokenplane.slo.gateway.leader import open_leadership
+from tokenplane.slo.gateway.notify import WebhookNotifier
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.slo.live import SloCounters
-from tokenplane.slo.spec import slo_from_config
+from tokenplane.slo.spec import Slo, slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http_transport import HttpTransport
@@ -159,7 +162,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters)
-    slo = SloService(slos, lambda: meter.sink) if slos else None
+    slo = build_slo_service(config, home, slos, meter)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
@@ -168,6 +171,22 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
     return gw
+
+
+def build_slo_service(
+    config: GatewayConfig, home: Path, slos: list[Slo], meter: Meter
+) -> SloService | None:
+    """The SLO evaluation (None without SLOs), with alerting when webhooks are set."""
+    if not slos:
+        return None
+    cfg = config.slo_alerting
+    alerting = None
+    if cfg.webhooks:
+        leader = open_leadership(home, config.database_url, config.redis_url,
+                                 config.admission.key_prefix, cfg.evaluate_every)
+        alerting = SloAlerting(leader, WebhookNotifier(cfg))
+    return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
+                      alerting=alerting)
 
 
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:

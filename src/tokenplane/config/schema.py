@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
-from tokenplane.config.slo_schema import SloConfig
+from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
@@ -199,6 +199,8 @@ class GatewayConfig(_Strict):
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
+    slo_alerting: SloAlertingConfig = Field(
+        default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

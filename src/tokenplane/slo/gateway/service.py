@@ -1,11 +1,13 @@
 """The gateway's SLO evaluation, off the request path, from the ledger.
 
-At start it reads the last attempt of every request in the longest SLO window (so a
-restart resets no window), then every ``refresh_s`` the rows from its watermark less
-an overlap (``LedgerFeed`` counts each request once, as its final attempt). Every
-``reload_s`` it rebuilds from scratch, which also takes in rows that reached the
-ledger later than the overlap (a dead worker's journal adopted long after). Every
-worker and replica reads the same ledger, so each one's view is the whole gateway's.
+Every ``refresh_s`` (``slo_alerting.evaluate_every``). The first round reads the last
+attempt of every request in the longest SLO window (so a restart resets no window);
+later rounds read from the watermark less an overlap (``LedgerFeed`` counts each
+request once, as its final attempt). Every ``reload_s`` it rebuilds from scratch,
+which also takes in rows that reached the ledger later than the overlap (a dead
+worker's journal adopted long after). Every worker and replica reads the same ledger,
+so each one's view is the whole gateway's. After each round the alerting (when
+webhooks are configured) sends what changed, from one leader.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tokenplane.periodic import Periodic
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
 from tokenplane.slo.facts import facts_from_event
 from tokenplane.slo.feed import LedgerFeed
+from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.spec import Slo
 
 log = logging.getLogger("tokenplane.slo")
@@ -35,12 +38,14 @@ class SloService:
         overlap_s: float = 300.0,
         reload_s: float = 3600.0,
         clock: Callable[[], float] = time.time,
+        alerting: SloAlerting | None = None,
     ) -> None:
         self.slos = tuple(slos)
         self.sink = sink
         self.overlap_s = overlap_s
         self.reload_s = reload_s
         self.clock = clock
+        self.alerting = alerting
         self.longest_s = max((s.window_s for s in self.slos), default=0.0)
         self.feed: LedgerFeed | None = None
         self.loaded_at = 0.0
@@ -54,6 +59,8 @@ class SloService:
 
     async def close(self) -> None:
         await self._periodic.close()
+        if self.alerting is not None:
+            await self.alerting.close()
 
     async def refresh(self) -> None:
         now = self.clock()
@@ -67,6 +74,8 @@ class SloService:
             await self._read(feed, now - self.longest_s if since is None else since, now)
         feed.evaluator.prune(now)
         self.refreshed_at = now
+        if self.alerting is not None:
+            await self.alerting.step(self.status(now), now)
 
     async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
         events = await last_attempts(self.sink(), since, until + 1.0)
