@@ -36,7 +36,7 @@ def test_edit_is_caught_at_the_record(tmp_path: Path) -> None:
     assert cli_verify(tmp_path, KEY, out) == 1 and "record 10" in out.getvalue()
 
 
-def test_edit_with_recomputed_hash_is_caught_by_the_chain(tmp_path: Path) -> None:
+def test_edit_with_recomputed_hash_is_named_by_the_checkpoint(tmp_path: Path) -> None:
     build(tmp_path, 20)
     ls = lines(tmp_path)
     rec = orjson.loads(ls[4])
@@ -46,7 +46,8 @@ def test_edit_with_recomputed_hash_is_caught_by_the_chain(tmp_path: Path) -> Non
     ls[4] = forged_line
     rewrite(tmp_path, ls)
     result = verify(tmp_path, KEY)
-    assert result.first_bad_seq == 5 and "does not chain" in result.reason
+    # the link to record 5 breaks; checkpoint 5's signed hashes say record 4 changed
+    assert result.first_bad_seq == 4 and "checkpoint 5 signed" in result.reason
 
 
 def test_delete_is_caught_at_the_record(tmp_path: Path) -> None:
@@ -130,7 +131,10 @@ def test_forged_checkpoint_signature_fails(tmp_path: Path) -> None:
     ls[idx], _ = seal(rec)
     rewrite(tmp_path, ls)
     result = verify(tmp_path, KEY)
-    assert result.first_bad_seq == seq_of(ls[idx]) and "signature" in result.reason
+    # the checkpoint covers records 0..5; none of them can be trusted: the range and
+    # its first record are named
+    assert result.bad_range == (0, seq_of(ls[idx])) and result.first_bad_seq == 0
+    assert "invalid signature" in result.reason
 
 
 def test_garbage_line_is_reported(tmp_path: Path) -> None:
