@@ -108,13 +108,6 @@ def resolve_key(home: Path, env_name: str, key_file: str | None = None,
     return key, KeySource(kind, str(path), True)
 
 
-def audit_key(home: Path, env_name: str, env: Mapping[str, str] | None = None,
-              create: bool = True) -> tuple[bytes, str] | None:
-    """``(key, kind)`` without a configured file (kept for callers of the old API)."""
-    found = resolve_key(home, env_name, None, env, create)
-    return None if found is None else (found[0], found[1].kind)
-
-
 def risk_warning(source: KeySource, env_name: str) -> str:
     """The start-up warning for a key kept next to the log."""
     return (

@@ -90,6 +90,10 @@ class Verifier:
     def signer(self) -> str:
         return fingerprint(self.public_raw)
 
+    def public_only(self) -> Verifier:
+        """The same key without the secret (what an auditor holds)."""
+        return Verifier(self.public_raw)
+
     def check(self, claim: dict[str, Any], sig: object) -> bool:
         if not isinstance(sig, str):
             return False
