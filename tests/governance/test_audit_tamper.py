@@ -110,6 +110,7 @@ def test_missing_or_forged_head_fails(tmp_path: Path) -> None:
     head["seq"] = 2
     (tmp_path / HEAD_NAME).write_bytes(orjson.dumps(head))
     assert "signature" in verify(tmp_path, KEY).reason
+    assert cli_verify(tmp_path, KEY, io.StringIO()) == 1  # tampered
     (tmp_path / HEAD_NAME).unlink()
     result = verify(tmp_path, KEY)
     assert not result.ok and "missing" in result.reason and "intact" in result.reason

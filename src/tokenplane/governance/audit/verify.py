@@ -38,6 +38,7 @@ class VerifyResult:
     checkpoints: int = 0
     bad_range: tuple[int, int] | None = None  # records that cannot be trusted, inclusive
     last_seq: int | None = None
+    forged_head: bool = False  # the head is there but not signed by the key given
 
 
 class _Bad(Exception):
@@ -72,7 +73,8 @@ def verify(path: str | os.PathLike[str], key: bytes | Verifier) -> VerifyResult:
     verifier = _verifier(key)
     head = read_head(directory)
     if head is None or not head_signed(head, verifier):
-        return _without_head(directory, verifier, _head_problem(head, verifier))
+        return _without_head(directory, verifier, _head_problem(head, verifier),
+                             forged_head=head is not None)
     walk = _Walk(verifier, int(head["first_seq"]), str(head["first_prev_hash"]))
     try:
         walk.run(_parsed(directory))
@@ -124,12 +126,13 @@ def _head_problem(head: dict[str, Any] | None, verifier: Verifier) -> str:
     return "head file signature is invalid (wrong key or edited)"
 
 
-def _without_head(directory: Path, verifier: Verifier, problem: str) -> VerifyResult:
+def _without_head(directory: Path, verifier: Verifier, problem: str,
+                  forged_head: bool) -> VerifyResult:
     """Still check the chain and checkpoints, to name a bad record if there is one;
     truncation after the last record cannot be ruled out without the head."""
     first = next(_parsed(directory), None)
     if first is None or first[0] is None:
-        return VerifyResult(False, None, problem)
+        return VerifyResult(False, None, problem, forged_head=forged_head)
     rec = first[0]
     walk = _Walk(verifier, int(rec["seq"]), str(rec.get("prev_hash", GENESIS)))
     try:
@@ -137,7 +140,7 @@ def _without_head(directory: Path, verifier: Verifier, problem: str) -> VerifyRe
         walk.raise_pending()
     except _Bad as bad:
         return VerifyResult(False, bad.seq, f"{problem}; {bad.reason}", walk.records,
-                            walk.checkpoints, bad.bad_range)
+                            walk.checkpoints, bad.bad_range, forged_head=forged_head)
     last_seq = int(walk.last["seq"]) if walk.last is not None else -1
     return VerifyResult(
         False,
@@ -146,6 +149,7 @@ def _without_head(directory: Path, verifier: Verifier, problem: str) -> VerifyRe
         "but truncation after it cannot be ruled out",
         walk.records,
         walk.checkpoints,
+        forged_head=forged_head,
     )
 
 
@@ -266,8 +270,9 @@ def _earlier(bad: _Bad, pending: _Bad | None) -> _Bad:
 
 def cli_verify(path: str | os.PathLike[str], key: bytes | Verifier,
                out: TextIO | None = None, *, integrity_only: str | None = None) -> int:
-    """Exit code for ``tokenplane audit verify``: 0 intact, 1 tampered, 2 unreadable,
-    3 consistent but not authenticated (``integrity_only`` says why)."""
+    """Exit code for ``tokenplane audit verify``: 0 intact, 1 tampered (a record named,
+    or the head signed by another key), 2 unreadable (the head missing), 3 consistent
+    but not authenticated (``integrity_only`` says why)."""
     stream = out if out is not None else sys.stdout
     result = verify(path, key)
     if result.ok and integrity_only:
@@ -283,4 +288,4 @@ def cli_verify(path: str | os.PathLike[str], key: bytes | Verifier,
         return 0
     where = f" at record {result.first_bad_seq}" if result.first_bad_seq is not None else ""
     stream.write(f"audit log FAILED verification{where}: {result.reason}\n")
-    return 1 if result.first_bad_seq is not None else 2
+    return 1 if result.first_bad_seq is not None or result.forged_head else 2
