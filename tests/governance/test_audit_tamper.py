@@ -2,16 +2,19 @@ from __future__ import annotations
 
 import io
 import logging
+import shutil
 from pathlib import Path
 
 import orjson
 import pytest
+from typer.testing import CliRunner
 
+from tokenplane.cli.main import build_cli
 from tokenplane.governance.audit.chain import GENESIS, Keys, checkpoint_claim, head_claim, seal
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.segments import HEAD_NAME, segment_name, write_head
 from tokenplane.governance.audit.signing import Verifier
-from tokenplane.governance.audit.verify import cli_verify, verify
+from tokenplane.governance.audit.verify import check_anchors, cli_verify, read_anchors, verify
 
 from .audit_helpers import KEY, T0, build, entry, lines, rehash_from, rewrite, seq_of
 
@@ -265,3 +268,37 @@ def test_a_log_of_the_first_format_still_verifies_and_is_continued(tmp_path: Pat
     ls[3] = ls[3].replace(b'"principal":"alice"', b'"principal":"mallory"')
     rewrite(tmp_path, ls)
     assert verify(tmp_path, KEY).first_bad_seq == 3
+
+
+# --- rollback: only an anchor kept off the host shows it --------------------------------
+
+def test_a_rolled_back_log_verifies_alone_but_fails_its_anchors(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "w0"
+    old = tmp_path / "old"
+    log = AuditLog(path, KEY, checkpoint_every=3, checkpoint_interval_s=1.0)
+    with caplog.at_level(logging.INFO, logger="tokenplane.audit.anchor"):
+        for i in range(4):
+            log.append(entry(i), ts=T0 + i)
+        log.flush(now=T0 + 4)
+        shutil.copytree(path, old)  # what the attacker keeps, head and all
+        for i in range(4, 10):
+            log.append(entry(i), ts=T0 + i)
+        log.flush(now=T0 + 10)
+    log.close()
+    shipped = read_anchors("\n".join(r.getMessage() for r in caplog.records))
+    assert len(shipped) == 2  # one per flush: the newest checkpoint each time
+    assert check_anchors(path, shipped) is None
+    shutil.rmtree(path)
+    old.rename(path)  # the log rolled back to its state at T0 + 4
+    assert verify(path, KEY).ok  # signed by the right key: nothing in the log shows it
+    problem = check_anchors(path, shipped)
+    assert problem == (f"anchored checkpoint {shipped[1].seq} is not in the log (it ends at "
+                       f"{shipped[0].seq}): rolled back or truncated")
+    anchors = tmp_path / "anchors.log"
+    anchors.write_text("\n".join(f"... INFO tokenplane.audit.anchor {r.getMessage()}"
+                                 for r in caplog.records))
+    r = CliRunner().invoke(build_cli(), ["audit", "verify", "--home", str(tmp_path), "--dir",
+                                         str(path), "--anchors", str(anchors)],
+                           env={"TOKENPLANE_AUDIT_KEY": KEY.decode()})
+    assert r.exit_code == 1 and "rolled back" in r.output, r.output

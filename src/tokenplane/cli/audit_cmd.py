@@ -20,7 +20,7 @@ from tokenplane.governance.audit.keyfile import KEY_FILE, read_key_file, resolve
 from tokenplane.governance.audit.multi import export, log_dirs
 from tokenplane.governance.audit.prune import DEFAULT_RETENTION_DAYS, prune_log
 from tokenplane.governance.audit.signing import Signer, Verifier
-from tokenplane.governance.audit.verify import cli_verify
+from tokenplane.governance.audit.verify import check_anchors, cli_verify, read_anchors
 from tokenplane.metering.reports import parse_time_bound
 
 HomeOpt = Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")]
@@ -29,6 +29,9 @@ DirOpt = Annotated[str | None, typer.Option(
 KeyEnvOpt = Annotated[str, typer.Option(help="Environment variable holding the signing key.")]
 KeyFileOpt = Annotated[str | None, typer.Option(
     help="File holding the signing key (governance.audit.key_file).")]
+AnchorsOpt = Annotated[str | None, typer.Option(
+    help="File of anchors shipped off the host (the 'audit anchor' log lines): each must "
+         "still be in the log with the same hash.")]
 PublicKeyOpt = Annotated[str | None, typer.Option(
     help="The Ed25519 public key (64 hex digits) the gateway logs at start: verify "
          "without holding the secret.")]
@@ -98,17 +101,22 @@ def register(app: typer.Typer) -> None:
     @audit.command("verify")
     def verify(home: HomeOpt = None, dir_: DirOpt = None,
                key_env: KeyEnvOpt = "TOKENPLANE_AUDIT_KEY", key_file: KeyFileOpt = None,
-               public_key: PublicKeyOpt = None) -> None:
+               public_key: PublicKeyOpt = None, anchors: AnchorsOpt = None) -> None:
         """Check hash chains, checkpoints and signed heads. Exit 0 when intact, 1 naming
         the first bad record, 2 when a log (or its key) cannot be used, 3 when the log
         is consistent but its key is in the data directory (integrity only)."""
         root = data_dir(home)
         verifier, weak = _verifier(root, key_env, key_file, public_key)
+        shipped = read_anchors(Path(anchors).read_text()) if anchors else []
         worst = 0
         for d in _dirs(root, dir_):
             out = io.StringIO()
             rc = cli_verify(d, verifier, out, integrity_only=weak)
             typer.echo(f"{d}: {out.getvalue().strip()}")
+            problem = check_anchors(d, shipped) if rc in (0, 3) else None
+            if problem is not None:
+                typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
+                rc = 1
             worst = max(worst, rc, key=SEVERITY.__getitem__)
         if worst == 3:
             typer.echo("integrity only: anyone who could edit these logs could have re-signed "

@@ -289,3 +289,60 @@ def cli_verify(path: str | os.PathLike[str], key: bytes | Verifier,
     where = f" at record {result.first_bad_seq}" if result.first_bad_seq is not None else ""
     stream.write(f"audit log FAILED verification{where}: {result.reason}\n")
     return 1 if result.first_bad_seq is not None or result.forged_head else 2
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A checkpoint as shipped off the host (the ``tokenplane.audit.anchor`` log line)."""
+
+    log: str  # the worker directory's name
+    seq: int
+    hash: str
+
+
+def read_anchors(text: str) -> list[Anchor]:
+    """Anchors from JSON lines, or from log lines holding ``audit anchor {...}``."""
+    out: list[Anchor] = []
+    for line in text.splitlines():
+        start = line.find("{")
+        if start < 0:
+            continue
+        try:
+            obj = orjson.loads(line[start:])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and {"log", "seq", "hash"} <= obj.keys():
+            out.append(Anchor(str(obj["log"]), int(obj["seq"]), str(obj["hash"])))
+    return out
+
+
+def check_anchors(path: str | os.PathLike[str], anchors: list[Anchor]) -> str | None:
+    """None when every anchor of this log is still in it with the same hash (or was
+    pruned away), else what is wrong: a rollback or truncation to before an anchor, a
+    rewritten log, or the whole log replaced."""
+    directory = Path(path)
+    mine = {a.seq: a.hash for a in anchors if a.log == directory.name}
+    if not mine:
+        return None
+    head = read_head(directory)
+    first = int(head["first_seq"]) if head is not None else 0
+    seen: dict[int, str] = {}
+    last = -1
+    for raw in iter_raw(directory):
+        try:
+            rec = orjson.loads(raw.data)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("seq"), int):
+            last = max(last, rec["seq"])
+            if rec["seq"] in mine:
+                seen[rec["seq"]] = str(rec.get("hash"))
+    for seq in sorted(mine):
+        if seq < first:
+            continue  # pruned
+        if seq not in seen:
+            return (f"anchored checkpoint {seq} is not in the log (it ends at {last}): "
+                    "rolled back or truncated")
+        if seen[seq] != mine[seq]:
+            return f"record {seq} is not the anchored checkpoint: the log was rewritten"
+    return None
