@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -78,6 +79,9 @@ class AuditService:
         key, source = found
         if source.in_data_dir:
             log.warning(risk_warning(source, config.key_env))
+        elif source.kind == "file" and os.stat(source.where).st_mode & 0o077:
+            log.warning("audit key file %s can be read by other users: chmod 600 it",
+                        source.where)
         audit = AuditLog(audit_root(home) / (worker_id or "main"), key, config.checkpoint_every,
                          checkpoint_interval_s=config.checkpoint_interval_s,
                          retention=config.retention, redactor=redactor, fsync=config.fsync)
