@@ -302,3 +302,23 @@ def test_a_rolled_back_log_verifies_alone_but_fails_its_anchors(
                                          str(path), "--anchors", str(anchors)],
                            env={"TOKENPLANE_AUDIT_KEY": KEY.decode()})
     assert r.exit_code == 1 and "rolled back" in r.output, r.output
+
+
+def test_anchors_of_a_log_that_is_gone_fail_verify(tmp_path: Path) -> None:
+    for name in ("w0", "w1"):
+        build(tmp_path / "audit" / name, 6)  # a checkpoint at seq 5
+    shipped = []
+    for name in ("w0", "w1"):
+        cp = orjson.loads(lines(tmp_path / "audit" / name)[5])
+        assert cp["kind"] == "checkpoint"
+        shipped.append(orjson.dumps({"log": name, "seq": 5, "hash": cp["hash"]}).decode())
+    anchors = tmp_path / "anchors.jsonl"
+    anchors.write_text("\n".join(shipped))
+    args = ["audit", "verify", "--home", str(tmp_path), "--anchors", str(anchors)]
+    env = {"TOKENPLANE_AUDIT_KEY": KEY.decode()}
+    assert CliRunner().invoke(build_cli(), args, env=env).exit_code == 0
+    shutil.rmtree(tmp_path / "audit" / "w1")
+    r = CliRunner().invoke(build_cli(), args, env=env)
+    assert r.exit_code == 1, r.output
+    assert "w1: audit log FAILED the anchors: the log is missing" in r.output
+    assert "w0: audit log intact" in r.output

@@ -109,7 +109,8 @@ def register(app: typer.Typer) -> None:
         verifier, weak = _verifier(root, key_env, key_file, public_key)
         shipped = read_anchors(Path(anchors).read_text()) if anchors else []
         worst = 0
-        for d in _dirs(root, dir_):
+        dirs = _dirs(root, dir_)
+        for d in dirs:
             out = io.StringIO()
             rc = cli_verify(d, verifier, out, integrity_only=weak)
             typer.echo(f"{d}: {out.getvalue().strip()}")
@@ -118,6 +119,11 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
                 rc = 1
             worst = max(worst, rc, key=SEVERITY.__getitem__)
+        missing = sorted({a.log for a in shipped} - {d.name for d in dirs}) if not dir_ else []
+        for name in missing:
+            typer.echo(f"{root / 'audit' / name}: audit log FAILED the anchors: the log is "
+                       "missing (anchors were shipped for it)")
+            worst = 1
         if worst == 3:
             typer.echo("integrity only: anyone who could edit these logs could have re-signed "
                        "them; keep the key outside the data directory (governance.audit."
