@@ -117,8 +117,9 @@ class AuditConfig(_Strict):
     authenticity (whoever can edit the log can read it): the gateway warns at start and
     ``audit verify`` says so. ``full`` retention encrypts content with the key in
     ``encryption_key_env`` (required then). Keys are never written in the config.
-    A signed checkpoint follows every ``checkpoint_every`` records, and at the latest
-    ``checkpoint_interval_s`` after the first record since the last one.
+    A signed checkpoint follows every ``checkpoint_every`` records, and comes at the
+    first flush once ``checkpoint_interval_s`` has passed since the last one (when
+    records were added since): verify names a changed record within that window.
     """
 
     enabled: bool = True
