@@ -36,6 +36,8 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.slo.canary import guard_spec
+from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.gateway.collector import SloCollector
 from tokenplane.slo.gateway.leader import open_leadership
@@ -162,7 +164,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters)
-    slo = build_slo_service(config, home, slos, meter)
+    slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
@@ -174,9 +176,10 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
 
 
 def build_slo_service(
-    config: GatewayConfig, home: Path, slos: list[Slo], meter: Meter
+    config: GatewayConfig, home: Path, slos: list[Slo], meter: Meter, routing: Routing
 ) -> SloService | None:
-    """The SLO evaluation (None without SLOs), with alerting when webhooks are set."""
+    """The SLO evaluation (None without SLOs), with alerting when webhooks are set and
+    the canary guards of the version splits."""
     if not slos:
         return None
     cfg = config.slo_alerting
@@ -185,8 +188,11 @@ def build_slo_service(
         leader = open_leadership(home, config.database_url, config.redis_url,
                                  config.admission.key_prefix, cfg.evaluate_every)
         alerting = SloAlerting(leader, WebhookNotifier(cfg))
+    specs = [guard_spec(alias, s.guard) for alias, s in config.routing.splits.items()
+             if s.guard is not None]
+    guards = CanaryGuards(specs, slos, routing.router.roll_back) if specs else None
     return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
-                      alerting=alerting)
+                      alerting=alerting, guards=guards)
 
 
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:

@@ -8,6 +8,8 @@ selector names its own tenant, never one over every tenant (it would show the ot
 traffic), and naming another tenant is refused with 403. Per SLO: its selector,
 objective and window, and per SLI the SLI over the window, the error budget left (as a
 share and in bad events), the burn rate over each alert window and the alerts firing.
+An admin key also gets ``canary_guards``: each guarded split, whether it tripped, and
+the last decision with its evidence.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from aiohttp import web
 
 from tokenplane.api.admin_usage import JSON, authenticate, scope_tenant
 from tokenplane.meta.keystore import KeyStore
+from tokenplane.slo.canary import CanaryGuardSpec
+from tokenplane.slo.canary_guards import GuardDecision
 from tokenplane.slo.gateway.service import SloService
 
 PATH = "/admin/v1/slos"
+
+
+def _guard(decision: GuardDecision | None, spec: CanaryGuardSpec) -> dict[str, object]:
+    if decision is not None:
+        return decision.as_dict()
+    return {"alias": spec.alias, "slo": spec.slo, "stable": spec.stable,
+            "canary": spec.canary, "rolled_back": False, "at": None, "evidence": None}
 
 
 class AdminSloRoutes:
@@ -58,6 +69,13 @@ class AdminSloRoutes:
                         "window_s": slo.window_s,
                         "slis": by_slo[slo.name],
                     })
-        body = {"object": "list", "data": data,
-                "evaluated_at": svc.refreshed_at if svc is not None else None}
+        body: dict[str, Any] = {"object": "list", "data": data,
+                                "evaluated_at": svc.refreshed_at if svc is not None else None}
+        if principal.admin and svc is not None and svc.guards is not None:
+            g = svc.guards
+            body["canary_guards"] = [
+                {**_guard(g.tripped.get(spec.alias) or g.latest.get(spec.alias), spec),
+                 "tripped": spec.alias in g.tripped}
+                for spec, _ in g.guards
+            ]
         return web.Response(body=orjson.dumps(body), content_type=JSON)

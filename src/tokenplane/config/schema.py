@@ -232,6 +232,10 @@ class GatewayConfig(_Strict):
                     f"slos[{i}].selector.slo_class: no SLO class {sel.slo_class!r} "
                     f"(known: {', '.join(sorted(classes))})"
                 )
+        for alias, split in self.routing.splits.items():
+            if split.guard is not None and split.guard.slo not in names:
+                raise ValueError(f"routing.splits.{alias}.guard.slo: no SLO named "
+                                 f"{split.guard.slo!r} in slos")
         return self
 
     def model(self, alias: str) -> ModelConfig | None:

@@ -29,6 +29,7 @@ def request_facts(ctx: RequestContext, output_tokens: int, now: float) -> Reques
         app=p.app or "", slo_class=ctx.slo_class or "", status=ctx.status,
         http_status=ctx.http_status, error_code=ctx.error_code, stream=ctx.stream,
         ttft_s=ttft, tpot_s=tpot, latency_s=max(0.0, now - ctx.arrival),
+        version=ctx.model_version or "",
     )
 
 

@@ -61,11 +61,17 @@ def span_name(seconds: float) -> str:
 
 
 class SloEvaluator:
-    def __init__(self, slos: Sequence[Slo], bucket_s: float = 60.0) -> None:
+    def __init__(
+        self, slos: Sequence[Slo], bucket_s: float = 60.0, by_version: Iterable[str] = ()
+    ) -> None:
         self.slos = tuple(slos)
+        self.bucket_s = bucket_s
         self._tallies = {
             (slo.name, sli.label): BucketTally(bucket_s) for slo in self.slos for sli in slo.slis
         }
+        # SLOs that guard a canary also keep a tally per model version
+        self.by_version = frozenset(by_version)
+        self._versions: dict[tuple[str, str, str], BucketTally] = {}
 
     def observe(self, facts: RequestFacts, sign: int = 1) -> None:
         """Count a finished request (``sign=-1`` takes a counted one back)."""
@@ -76,9 +82,13 @@ class SloEvaluator:
                 continue
             for sli in slo.slis:
                 verdict = judge(sli, facts)
-                if verdict is not Verdict.NOT_VALID:
-                    self._tallies[(slo.name, sli.label)].add(
-                        facts.ts, bad=verdict is Verdict.BAD, count=sign)
+                if verdict is Verdict.NOT_VALID:
+                    continue
+                bad = verdict is Verdict.BAD
+                self._tallies[(slo.name, sli.label)].add(facts.ts, bad=bad, count=sign)
+                if facts.version and slo.name in self.by_version:
+                    self.version_tally(slo.name, sli.label, facts.version).add(
+                        facts.ts, bad=bad, count=sign)
 
     def observe_all(self, facts: Iterable[RequestFacts]) -> None:
         for f in facts:
@@ -86,6 +96,13 @@ class SloEvaluator:
 
     def tally(self, slo: str, sli: str) -> BucketTally:
         return self._tallies[(slo, sli)]
+
+    def version_tally(self, slo: str, sli: str, version: str) -> BucketTally:
+        key = (slo, sli, version)
+        tally = self._versions.get(key)
+        if tally is None:
+            tally = self._versions[key] = BucketTally(self.bucket_s)
+        return tally
 
     def status(self, now: float, names: Iterable[str] | None = None) -> list[SliStatus]:
         wanted = None if names is None else set(names)
@@ -114,3 +131,6 @@ class SloEvaluator:
         for slo in self.slos:
             for sli in slo.slis:
                 self._tallies[(slo.name, sli.label)].prune(now - slo.window_s)
+        windows = {s.name: s.window_s for s in self.slos}
+        for (slo_name, _, _), tally in self._versions.items():
+            tally.prune(now - windows[slo_name])

@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tokenplane.slo.alerts import Transition
+from tokenplane.slo.canary_guards import GuardDecision
 from tokenplane.slo.evaluator import span_name
 from tokenplane.slo.rules import ALERT
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
+ROLLBACK_ALERT = "TokenplaneCanaryRolledBack"
 
 
 def _rfc3339(ts: float) -> str:
@@ -85,3 +87,37 @@ def text_body(t: Transition) -> dict[str, Any]:
         "since": t.since,
         "at": t.at,
     }
+
+
+def rollback_summary(d: GuardDecision) -> str:
+    s = d.spec
+    return (f"Canary {s.canary} of {s.alias} rolled back to {s.stable} "
+            f"(SLO {s.slo}, {d.verdict.sli}): {d.verdict.reason}")
+
+
+def rollback_alertmanager_body(d: GuardDecision, external_url: str = "") -> dict[str, Any]:
+    s = d.spec
+    labels = {"alertname": ROLLBACK_ALERT, "severity": "page", "alias": s.alias,
+              "slo": s.slo, "canary": s.canary, "stable": s.stable}
+    annotations = {"summary": rollback_summary(d)}
+    group = {"alertname": ROLLBACK_ALERT, "alias": s.alias}
+    return {
+        "version": "4",
+        "groupKey": "{}:{" + ", ".join(f'{k}="{v}"' for k, v in group.items()) + "}",
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "tokenplane",
+        "groupLabels": group,
+        "commonLabels": labels,
+        "commonAnnotations": annotations,
+        "externalURL": external_url,
+        "alerts": [{"status": "firing", "labels": labels, "annotations": annotations,
+                    "startsAt": _rfc3339(d.at), "endsAt": ZERO_TIME,
+                    "generatorURL": external_url, "fingerprint": fingerprint(labels)}],
+        "evidence": d.verdict.evidence(),
+    }
+
+
+def rollback_text_body(d: GuardDecision) -> dict[str, Any]:
+    return {"text": f"[ROLLED BACK] {rollback_summary(d)}", "status": "rolled_back",
+            **d.as_dict()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from tokenplane.slo.alerts import AlertBook
+from tokenplane.slo.canary_guards import GuardDecision
 from tokenplane.slo.evaluator import SliStatus
 from tokenplane.slo.gateway.leader import Leadership
 from tokenplane.slo.gateway.notify import WebhookNotifier
@@ -24,8 +25,10 @@ class SloAlerting:
         self.book = AlertBook()
         self.leading = False
 
-    async def step(self, rows: list[SliStatus], now: float) -> int:
-        """One round; how many transitions were sent."""
+    async def step(
+        self, rows: list[SliStatus], now: float, rollbacks: list[GuardDecision] | None = None
+    ) -> int:
+        """One round; how many notifications were sent (transitions and rollbacks)."""
         leading = await self.leader.acquire()
         if leading != self.leading:
             log.info("SLO alerts: this process %s the lead",
@@ -39,7 +42,9 @@ class SloAlerting:
         for t in transitions:
             log.warning("SLO alert %s: %s", t.state, summary(t))
             self.notifier.notify(t)
-        return len(transitions)
+        for d in rollbacks or ():
+            self.notifier.notify_rollback(d)
+        return len(transitions) + len(rollbacks or ())
 
     async def close(self) -> None:
         await self.notifier.close()

@@ -9,7 +9,8 @@ From the ledger-fed evaluation (the whole gateway, every worker alike):
 - ``tokenplane_slo_error_budget_remaining_ratio{slo, sli}`` and
   ``tokenplane_slo_error_budget_remaining_events{slo, sli}`` (bad events left);
 - ``tokenplane_slo_burn_rate{slo, sli, window}`` for each alert window;
-- ``tokenplane_slo_alert_firing{slo, sli, severity, long_window, short_window}``: 1.
+- ``tokenplane_slo_alert_firing{slo, sli, severity, long_window, short_window}``: 1;
+- ``tokenplane_canary_rolled_back{alias, canary, stable}``: 1 once a guard tripped.
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ class SloCollector:
             for a in alerts:
                 firing.add_metric([*key, a["severity"], a["long_window"], a["short_window"]], 1)
         yield from (objective, ratio, left, left_n, burn, firing)
+        guards = self.service.guards
+        if guards is not None:
+            rolled = GaugeMetricFamily(
+                "tokenplane_canary_rolled_back",
+                "1 once a canary guard moved its split back to the stable version.",
+                labels=["alias", "canary", "stable"])
+            for spec, _ in guards.guards:
+                rolled.add_metric([spec.alias, spec.canary, spec.stable],
+                                  1 if spec.alias in guards.tripped else 0)
+            yield rolled
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

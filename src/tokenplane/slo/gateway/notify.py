@@ -17,7 +17,13 @@ import aiohttp
 
 from tokenplane.config.slo_schema import SloAlertingConfig, SloWebhookConfig
 from tokenplane.slo.alerts import Transition
-from tokenplane.slo.notifications import alertmanager_body, text_body
+from tokenplane.slo.canary_guards import GuardDecision
+from tokenplane.slo.notifications import (
+    alertmanager_body,
+    rollback_alertmanager_body,
+    rollback_text_body,
+    text_body,
+)
 
 log = logging.getLogger("tokenplane.slo")
 
@@ -35,12 +41,22 @@ class WebhookNotifier:
 
     def notify(self, t: Transition) -> None:
         for hook in self.cfg.webhooks:
-            if t.firing.key.severity not in hook.severities:
-                continue
-            body = alertmanager_body(t) if hook.format == "alertmanager" else text_body(t)
-            task = asyncio.get_running_loop().create_task(self._deliver(hook, body))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if t.firing.key.severity in hook.severities:
+                body = alertmanager_body(t) if hook.format == "alertmanager" else text_body(t)
+                self._send(hook, body)
+
+    def notify_rollback(self, d: GuardDecision) -> None:
+        """A canary rolled back: a page, to every webhook that takes pages."""
+        for hook in self.cfg.webhooks:
+            if "page" in hook.severities:
+                body = (rollback_alertmanager_body(d) if hook.format == "alertmanager"
+                        else rollback_text_body(d))
+                self._send(hook, body)
+
+    def _send(self, hook: SloWebhookConfig, body: dict[str, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._deliver(hook, body))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _post(self, hook: SloWebhookConfig, body: dict[str, Any]) -> int:
         if self._session is None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from tokenplane.metering.request_history import last_attempts
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.periodic import Periodic
+from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
 from tokenplane.slo.facts import facts_from_event
 from tokenplane.slo.feed import LedgerFeed
@@ -39,6 +40,7 @@ class SloService:
         reload_s: float = 3600.0,
         clock: Callable[[], float] = time.time,
         alerting: SloAlerting | None = None,
+        guards: CanaryGuards | None = None,
     ) -> None:
         self.slos = tuple(slos)
         self.sink = sink
@@ -46,6 +48,7 @@ class SloService:
         self.reload_s = reload_s
         self.clock = clock
         self.alerting = alerting
+        self.guards = guards
         self.longest_s = max((s.window_s for s in self.slos), default=0.0)
         self.feed: LedgerFeed | None = None
         self.loaded_at = 0.0
@@ -66,7 +69,8 @@ class SloService:
         now = self.clock()
         feed = self.feed
         if feed is None or now - self.loaded_at >= self.reload_s:
-            feed = LedgerFeed(SloEvaluator(self.slos), self.overlap_s)
+            versioned = self.guards.slo_names if self.guards is not None else ()
+            feed = LedgerFeed(SloEvaluator(self.slos, by_version=versioned), self.overlap_s)
             await self._read(feed, now - self.longest_s, now)
             self.feed, self.loaded_at = feed, now  # swap in a whole view
         else:
@@ -74,8 +78,13 @@ class SloService:
             await self._read(feed, now - self.longest_s if since is None else since, now)
         feed.evaluator.prune(now)
         self.refreshed_at = now
+        decisions = (self.guards.step(feed.evaluator, now)
+                     if self.guards is not None else [])
         if self.alerting is not None:
-            await self.alerting.step(self.status(now), now)
+            await self.alerting.step(self.status(now), now, decisions)
+        for d in decisions:
+            log.warning("canary guard: %s of %s rolled back to %s: %s", d.spec.canary,
+                        d.spec.alias, d.spec.stable, d.verdict.reason)
 
     async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
         events = await last_attempts(self.sink(), since, until + 1.0)
