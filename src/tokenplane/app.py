@@ -44,6 +44,7 @@ from tokenplane.slo.gateway.leader import open_leadership
 from tokenplane.slo.gateway.notify import WebhookNotifier
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.slo.live import SloCounters
+from tokenplane.slo.protection import BudgetProtection, protect_spec
 from tokenplane.slo.spec import Slo, slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
@@ -190,9 +191,18 @@ def build_slo_service(
         alerting = SloAlerting(leader, WebhookNotifier(cfg))
     specs = [guard_spec(alias, s.guard) for alias, s in config.routing.splits.items()
              if s.guard is not None]
-    guards = CanaryGuards(specs, slos, routing.router.roll_back) if specs else None
+    router = routing.router
+    guards = (CanaryGuards(specs, slos, lambda g: router.roll_back(g.alias, g.stable))
+              if specs else None)
+    protection = restrict = None
+    hub = routing.hub
+    protects = [protect_spec(s.name, s.protect, hub.classes) for s in config.slos
+                if s.protect is not None] if hub is not None else []
+    if protects and hub is not None:
+        protection, restrict = BudgetProtection(protects, slos), hub.restrict
     return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
-                      alerting=alerting, guards=guards)
+                      alerting=alerting, guards=guards, protection=protection,
+                      restrict=restrict)
 
 
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:

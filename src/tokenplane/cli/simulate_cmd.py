@@ -38,9 +38,10 @@ def register(app: typer.Typer) -> None:
         from tokenplane.compose.config_file import ConfigError, load_config
         from tokenplane.scheduling.slo import slo_classes_from_config
         from tokenplane.sim.runner import parse_loads, run_simulation
+        from tokenplane.slo.protection import protect_spec
         from tokenplane.slo.spec import slo_from_config
 
-        classes = slos = None
+        classes = slos = protect = None
         alias = "sim"
         if config is not None:
             try:
@@ -50,6 +51,8 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2) from None
             classes = slo_classes_from_config(cfg.scheduling.class_specs())
             slos = [slo_from_config(s) for s in cfg.slos]
+            protect = [protect_spec(s.name, s.protect, classes) for s in cfg.slos
+                       if s.protect is not None]
             alias = cfg.models[0].alias
 
         try:
@@ -68,7 +71,7 @@ def register(app: typer.Typer) -> None:
                 trace, replicas=replicas, profile=profile, policies=names, loads=loads,
                 seed=seed, out_dir=out, start_s=start, duration_s=duration, plots=plots,
                 progress=progress, classes=classes, slos=slos or (), alias=alias,
-                bisect=bisect, rel_tol=precision,
+                bisect=bisect, rel_tol=precision, protect=protect or (),
             )
         except (ValueError, KeyError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)

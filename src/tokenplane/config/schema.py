@@ -227,6 +227,12 @@ class GatewayConfig(_Strict):
             sel = slo.selector
             if sel.model is not None and self.model(sel.model) is None:
                 raise ValueError(f"slos[{i}].selector.model: no model alias {sel.model!r}")
+            if slo.protect is not None and not self.scheduling.enabled:
+                raise ValueError(f"slos[{i}].protect: needs scheduling.enabled (it admits "
+                                 "classes through the gateway's queues)")
+            for cls in slo.protect.classes if slo.protect is not None else ():
+                if cls not in classes:
+                    raise ValueError(f"slos[{i}].protect.classes: no SLO class {cls!r}")
             if sel.slo_class is not None and sel.slo_class not in classes:
                 raise ValueError(
                     f"slos[{i}].selector.slo_class: no SLO class {sel.slo_class!r} "

@@ -94,6 +94,33 @@ class BurnAlertConfig(_Strict):
         return self
 
 
+class SloProtectConfig(_Strict):
+    """Admission that protects this SLO's budget (docs/SLO.md): while it burns faster
+    than ``burn_rate`` over ``window``, the sheddable ``classes`` (default: every
+    sheddable class) get ``gate_fraction`` of each replica and are shed after
+    ``max_wait``, until the burn is back at or under ``release_burn_rate``."""
+
+    burn_rate: float = Field(2.0, gt=0)
+    release_burn_rate: float = Field(1.0, ge=0)
+    window: float = 300.0
+    classes: list[str] = Field(default_factory=list)
+    gate_fraction: float = Field(0.1, gt=0, le=1)
+    max_wait: float = 1.0
+
+    @field_validator("window", "max_wait", mode="before")
+    @classmethod
+    def _durations(cls, v: object) -> float:
+        if not isinstance(v, str | int | float):
+            raise ValueError("a duration is a number of seconds or a string such as '5m'")
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> SloProtectConfig:
+        if self.release_burn_rate > self.burn_rate:
+            raise ValueError("release_burn_rate must not exceed burn_rate")
+        return self
+
+
 class SloConfig(_Strict):
     """One objective: ``objective`` of the valid events of each SLI are good over a
     rolling ``window``. ``alerts`` unset: the SRE workbook's multi-window,
@@ -106,6 +133,7 @@ class SloConfig(_Strict):
     objective: float = Field(gt=0, lt=1)
     window: float = 30 * 86400.0
     alerts: list[BurnAlertConfig] | None = None
+    protect: SloProtectConfig | None = None  # off unless set
 
     @field_validator("window", mode="before")
     @classmethod

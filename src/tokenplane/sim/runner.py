@@ -18,6 +18,7 @@ from tokenplane.sim.slo_results import slo_results
 from tokenplane.sim.sweep import GoodputEstimate, find_knee
 from tokenplane.sim.traces import TraceRequest, load_trace, scale_load, slice_trace, trace_span_s
 from tokenplane.sim.workload import WorkloadRules, assign
+from tokenplane.slo.protection import BudgetProtection, ProtectSpec
 from tokenplane.slo.spec import Slo
 
 DEFAULT_POLICIES = (
@@ -57,14 +58,17 @@ def simulate_point(
     cluster: ClusterConfig,
     slos: Sequence[Slo] = (),
     alias: str = "sim",
+    protect: Sequence[ProtectSpec] = (),
 ) -> dict[str, Any]:
     """One policy at one load factor: the summary dict of that point (with each SLO's
-    SLIs when ``slos`` are given)."""
+    SLIs when ``slos`` are given, and budget-protecting admission when ``protect``
+    names SLOs to protect)."""
     scaled = scale_load(workload_trace, load)
     wl = assign(scaled, rules)
     prof = get_profile(engine_profile)
     t0 = time.perf_counter()
-    sim = ClusterSim(policy, prof, classes, cluster)
+    protection = BudgetProtection(protect, slos) if protect else None
+    sim = ClusterSim(policy, prof, classes, cluster, protection=protection, alias=alias)
     sim.run(wl)
     wall = time.perf_counter() - t0
     out = summarize(
@@ -74,6 +78,8 @@ def simulate_point(
     out["sim_wall_s"] = round(wall, 3)
     if slos:
         out["slos"] = slo_results(slos, list(sim.records.values()), alias)
+    if protection is not None:
+        out["protection"] = {"restricted_s": sim.restricted_s}
     if sim.scheduler is not None:
         out["gateway_queue"] = {k: asdict(v) for k, v in sim.scheduler.stats.items()}
     return out
@@ -99,6 +105,7 @@ def run_simulation(
     alias: str = "sim",
     bisect: bool = False,
     rel_tol: float = 0.02,
+    protect: Sequence[ProtectSpec] = (),
 ) -> dict[str, Any]:
     """Replay ``trace_path`` through every policy at every load factor.
 
@@ -134,6 +141,7 @@ def run_simulation(
         "workload_rules": asdict(rules),
         "cluster": asdict(cluster),
         "slos": [s.name for s in slos],
+        "protect": [asdict(p) for p in protect],
         "policies": {},
     }
     for name in policies:
@@ -141,7 +149,7 @@ def run_simulation(
         def point(load: float, name: str = name) -> dict[str, Any]:
             pt = simulate_point(trace, known[name], load, engine_profile=profile,
                                 classes=classes, rules=rules, cluster=cluster, slos=slos,
-                                alias=alias)
+                                alias=alias, protect=protect)
             if progress is not None:
                 progress(name, load, pt)
             return pt

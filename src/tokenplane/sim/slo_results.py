@@ -2,10 +2,11 @@
 gateway uses, over every request of one load point.
 
 A simulated request is a stream of model ``alias`` (the config's first alias, unless
-named); it succeeded when it finished, and a request the gateway shed answers 503
-(an availability fault). TTFT, TPOT and the whole request's latency come from the
-simulated clock; since every simulated request streams, a ``latency`` SLI counts the
-streamed requests too (in the gateway it counts only non-stream ones)."""
+named; ``RequestRecord.facts``); it succeeded when it finished, and a request the
+gateway shed answers 503 (an availability fault). TTFT, TPOT and the whole request's
+latency come from the simulated clock; since every simulated request streams, a
+``latency`` SLI counts the streamed requests too (in the gateway it counts only
+non-stream ones)."""
 
 from __future__ import annotations
 
@@ -20,25 +21,12 @@ from tokenplane.slo.tally import Tally
 from tokenplane.slo.verdict import RequestFacts, Verdict, judge
 
 
-def record_facts(rec: RequestRecord, alias: str) -> RequestFacts:
-    done = rec.done and not rec.shed
-    ttft = rec.ttft if done and rec.first_token >= 0 else None
-    tpot = rec.tpot if done and rec.output_tokens >= 2 else None
-    return RequestFacts(
-        ts=rec.finish if rec.finish >= 0 else rec.req.arrival, model=alias,
-        tenant=rec.req.tenant, department="", app="", slo_class=rec.req.slo_class,
-        status="ok" if done else "error", http_status=200 if done else 503,
-        error_code=None if done else "overloaded", stream=True, ttft_s=ttft, tpot_s=tpot,
-        latency_s=rec.e2e if done else None,
-    )
-
-
 def slo_results(
     slos: Sequence[Slo], records: Sequence[RequestRecord], alias: str
 ) -> dict[str, Any]:
     """Per SLO and SLI: valid and bad events, the SLI, whether it met its objective,
     and the share of a window's budget this run would spend."""
-    facts = [record_facts(r, alias) for r in records]
+    facts = [r.facts(alias) for r in records]
     out: dict[str, Any] = {}
     for slo in slos:
         per_sli: dict[str, Any] = {}

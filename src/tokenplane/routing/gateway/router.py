@@ -15,7 +15,6 @@ from tokenplane.routing.profile import NoEndpointError, RoutingProfile
 from tokenplane.routing.profiles import build_profile
 from tokenplane.routing.registry import default_registry
 from tokenplane.routing.split import SplitRule
-from tokenplane.slo.canary import CanaryGuardSpec
 from tokenplane.upstream.pool import Endpoint
 
 
@@ -47,12 +46,12 @@ class GatewayRouter:
             self.profiles[alias] = build_profile(spec, ctx, registry)
         self.splits = {a: split_rule(s) for a, s in config.splits.items()}
 
-    def roll_back(self, spec: CanaryGuardSpec) -> None:
-        """A canary guard tripped: every request of the alias that no header or tenant
-        pins goes to the stable version from now on."""
-        rule = self.splits.get(spec.alias)
+    def roll_back(self, alias: str, stable: str) -> None:
+        """A canary guard tripped: every request of ``alias`` that no header or tenant
+        pins goes to the ``stable`` version from now on."""
+        rule = self.splits.get(alias)
         if rule is not None:
-            self.splits[spec.alias] = dataclasses.replace(rule, weights=((spec.stable, 1.0),))
+            self.splits[alias] = dataclasses.replace(rule, weights=((stable, 1.0),))
 
     def version(self, alias: str, req: RouteRequest) -> str | None:
         rule = self.splits.get(alias)

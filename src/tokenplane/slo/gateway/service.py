@@ -19,11 +19,13 @@ from collections.abc import Callable, Sequence
 from tokenplane.metering.request_history import last_attempts
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.periodic import Periodic
+from tokenplane.scheduling.scheduler import ClassRestriction
 from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
 from tokenplane.slo.facts import facts_from_event
 from tokenplane.slo.feed import LedgerFeed
 from tokenplane.slo.gateway.alerting import SloAlerting
+from tokenplane.slo.protection import BudgetProtection
 from tokenplane.slo.spec import Slo
 
 log = logging.getLogger("tokenplane.slo")
@@ -41,6 +43,8 @@ class SloService:
         clock: Callable[[], float] = time.time,
         alerting: SloAlerting | None = None,
         guards: CanaryGuards | None = None,
+        protection: BudgetProtection | None = None,
+        restrict: Callable[[dict[str, ClassRestriction]], None] | None = None,
     ) -> None:
         self.slos = tuple(slos)
         self.sink = sink
@@ -49,6 +53,8 @@ class SloService:
         self.clock = clock
         self.alerting = alerting
         self.guards = guards
+        self.protection = protection
+        self.restrict = restrict
         self.longest_s = max((s.window_s for s in self.slos), default=0.0)
         self.feed: LedgerFeed | None = None
         self.loaded_at = 0.0
@@ -78,6 +84,8 @@ class SloService:
             await self._read(feed, now - self.longest_s if since is None else since, now)
         feed.evaluator.prune(now)
         self.refreshed_at = now
+        if self.protection is not None and self.restrict is not None:
+            self.restrict(self.protection.decide(feed.evaluator, now))
         decisions = (self.guards.step(feed.evaluator, now)
                      if self.guards is not None else [])
         if self.alerting is not None:
