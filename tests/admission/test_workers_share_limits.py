@@ -1,0 +1,71 @@
+"""``serve --workers N`` without Redis holds limits across its workers exactly as one
+process does (issue 13, item 15): the workers admit against one set of counters, kept
+by the serve parent. Before, each worker counted alone (rpm 5 let 9 of 12 through with
+two workers)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from tests.gateway.gateway_process import GatewayProcess, cli, create_key
+
+MODEL = "sim-llama3-8b"
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _request(port: int, key: str) -> tuple[int, str, str]:
+    """One chat request on a connection of its own (so SO_REUSEPORT spreads them over
+    the workers): status, error code, and the serving worker's request-id prefix."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", "/v1/chat/completions", body=orjson.dumps({
+            "model": MODEL, "max_tokens": 4,
+            "messages": [{"role": "user", "content": "hello"}]}),
+            headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
+        resp = conn.getresponse()
+        body = orjson.loads(resp.read())
+        rid = resp.getheader("x-request-id") or ""
+    finally:
+        conn.close()
+    code = (body.get("error") or {}).get("code") or "" if isinstance(body, dict) else ""
+    return resp.status, code, rid[:16]  # req_ + the worker's 12 hex digits
+
+
+def test_two_workers_without_redis_admit_exactly_the_limit(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENPLANE_")}
+    env["TOKENPLANE_HOME"] = str(home)
+    cfg = {
+        "models": [{
+            "alias": MODEL, "tokenizer": "cl100k_base", "chat_template": "llama3",
+            "context_window": 4096,
+            "backends": [{"id": "sim", "type": "sim", "profile": "instant", "replicas": 1}],
+        }],
+        "tenants": [{"name": "acme"}],
+    }
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump(cfg))
+    key = create_key(env, "acme", "app")
+    cli(env, "limits", "set", "--tenant", "acme", "--rpm", "5")
+    gw = GatewayProcess(config, env, tmp_path / "gateway.log", workers=2)
+    try:
+        assert len(gw.worker_pids()) == 2
+        results = [_request(gw.port, key) for _ in range(12)]
+        # until both workers have answered (each connection lands on one by hash)
+        while len({r[2] for r in results}) < 2 and len(results) < 60:
+            results.append(_request(gw.port, key))
+        assert gw.terminate() == 0
+    finally:
+        gw.close()
+    assert len({r[2] for r in results}) == 2, "every request went to one worker"
+    admitted = [r for r in results if r[0] == 200]
+    refused = [r for r in results if r[0] != 200]
+    assert len(admitted) == 5, results
+    assert {(r[0], r[1]) for r in refused} == {(429, "rate_limit_exceeded")}
