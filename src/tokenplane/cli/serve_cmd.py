@@ -120,7 +120,7 @@ def _host_counters(cfg: GatewayConfig, workers: int) -> CounterServer | None:
     in one process. The socket's place reaches the workers through the environment."""
     from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV, CounterServer
 
-    if True or cfg.redis_url or not cfg.admission.enabled:
+    if cfg.redis_url or not cfg.admission.enabled:
         return None
     place = Path(tempfile.mkdtemp(prefix="tokenplane-adm-"))
     server = CounterServer(place / "counters.sock")

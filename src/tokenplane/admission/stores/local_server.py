@@ -52,13 +52,18 @@ def answer(book: CounterBook, op: str, tenant: str, p: dict[str, Any]) -> list[i
 
 
 class _Conn(asyncio.Protocol):
-    def __init__(self, book: CounterBook) -> None:
+    def __init__(self, book: CounterBook, conns: set[_Conn]) -> None:
         self.book = book
+        self.conns = conns
         self.reader = FrameReader()
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self.conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conns.discard(self)
 
     def data_received(self, data: bytes) -> None:
         assert self.transport is not None
@@ -83,6 +88,7 @@ class CounterServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._conns: set[_Conn] = set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tokenplane-admission",
@@ -99,7 +105,7 @@ class CounterServer:
             if self.path.exists():
                 self.path.unlink()
             server = loop.run_until_complete(
-                loop.create_unix_server(lambda: _Conn(self.book), str(self.path)))
+                loop.create_unix_server(lambda: _Conn(self.book, self._conns), str(self.path)))
             os.chmod(self.path, 0o600)
         except OSError as exc:
             self._error = exc
@@ -111,8 +117,16 @@ class CounterServer:
             loop.run_forever()
         finally:
             server.close()
+            for conn in list(self._conns):
+                if conn.transport is not None:
+                    conn.transport.close()
             loop.run_until_complete(server.wait_closed())
             loop.close()
+
+    def join(self) -> None:
+        """Block while the server runs (until :meth:`stop`)."""
+        if self._thread is not None:
+            self._thread.join()
 
     def stop(self) -> None:
         loop, thread = self._loop, self._thread
