@@ -135,9 +135,10 @@ def test_cli_limits_set_show_delete_reach_a_running_gateway(gw: GatewayThread) -
     shown = _cli(gw.home, "show", "--tenant", "hooli")
     assert shown.returncode == 0 and "search" in shown.stdout and "max_concurrent=4" in \
         shown.stdout
-    with pytest.raises(openai.RateLimitError) as info:  # picked up by the gateway
+    assert "budget=10.00 " in out.stdout  # currency units, not micros
+    with pytest.raises(openai.BadRequestError) as info:  # picked up by the gateway
         client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
-    assert info.value.code == "rate_limit_exceeded"
+    assert info.value.code == "request_exceeds_limit"  # rpm 0: it can never pass
     bad = _cli(gw.home, "set", "--tenant", "hooli", "--budget", "1", "--period", "yearly")
     assert bad.returncode == 2 and "period" in bad.stderr
     deleted = _cli(gw.home, "delete", "--tenant", "hooli", "--department", "eng",

@@ -15,6 +15,8 @@ from aiohttp import web
 
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.limits import LimitError
+from tokenplane.admission.money import money
+from tokenplane.admission.outcomes import LimitStatus
 from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.api.admin_fields import (
     check_limits,
@@ -263,16 +265,27 @@ class AdminRoutes:
             raise GatewayError(403, "A key may read its own tenant's budget only.",
                                code="forbidden")
         now = time.time()
+        currency = self.svc.currency()
         out: list[dict[str, Any]] = []
         try:
             for e in self.limits.entries(tenant):
                 scope = e.target.scope()
                 statuses = await self.svc.admission.status(tenant, scope, now)
                 out.append({"target": e.target.as_dict(), "scope": scope.label, "limits": [
-                    {"name": s.limit_name, "kind": s.kind, "unit": s.unit, "limit": s.limit,
-                     "spent": s.spent, "reserved": s.reserved, "remaining": s.remaining,
-                     "resets_at": s.resets_at} for s in statuses]})
+                    _status_row(s, currency) for s in statuses]})
         except StoreUnavailable as exc:
             raise GatewayError(503, f"The admission store is unreachable: {exc}",
                                code="admission_unavailable") from None
         return _json({"tenant": tenant, "ts": now, "scopes": out})
+
+
+def _status_row(s: LimitStatus, currency: str) -> dict[str, Any]:
+    """One limit's status; money limits also in the currency (``"0.000100"``)."""
+    row: dict[str, Any] = {"name": s.limit_name, "kind": s.kind, "unit": s.unit,
+                           "limit": s.limit, "spent": s.spent, "reserved": s.reserved,
+                           "remaining": s.remaining, "resets_at": s.resets_at}
+    if s.unit == "cost_micros":
+        row["currency"] = currency
+        for name in ("limit", "spent", "reserved", "remaining"):
+            row[f"{name}_amount"] = money(row[name])
+    return row

@@ -129,6 +129,11 @@ class AdmissionService:
             self._price_cache[alias] = book.model_price(probe)
         return self._price_cache[alias]
 
+    def currency(self) -> str:
+        """The prices' currency (what budgets are in)."""
+        book = self._prices()
+        return book.currency if book is not None else "USD"
+
     def cost(self, alias: str, input_tokens: int, output_tokens: int, *, cached: int = 0,
              reasoning: int = 0) -> int:
         """Cost in micros, priced exactly like the ledger prices the usage event."""
