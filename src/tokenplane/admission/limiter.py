@@ -48,7 +48,7 @@ class Admission:
         limits = self.table.bind(scopes, now)
         if not limits:
             return Grant(rid, tenant, amounts, (), now + self.ttl_s)
-        never = None
+        never = never_fits(limits, amounts)
         if never is not None:
             return never  # no store call: waiting cannot help
         return await self.store.reserve(tenant, rid, limits, amounts, now, self.ttl_s)

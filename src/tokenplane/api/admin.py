@@ -14,7 +14,7 @@ import orjson
 from aiohttp import web
 
 from tokenplane.admission.gateway.service import AdmissionService
-from tokenplane.admission.limits import LimitError
+from tokenplane.admission.limits import LimitError, ScopeLimits
 from tokenplane.admission.money import money
 from tokenplane.admission.outcomes import LimitStatus
 from tokenplane.admission.stores.base import StoreUnavailable
@@ -226,7 +226,8 @@ class AdminRoutes:
         self._admin(request)
         entries = self.limits.entries(request.query.get("tenant") or None)
         return _json({"data": [{"target": e.target.as_dict(), "scope": e.target.scope().label,
-                                "limits": limits_to_dict(e.limits), "updated_at": e.updated_at}
+                                "limits": self._limits_out(e.limits),
+                                "updated_at": e.updated_at}
                                for e in entries]})
 
     async def set_limits(self, request: web.Request) -> web.Response:
@@ -246,7 +247,7 @@ class AdminRoutes:
             raise invalid(str(exc), param="limits", code="invalid_limit") from None
         self.svc.refresh()
         return _json({"target": tgt.as_dict(), "scope": tgt.scope().label,
-                      "limits": limits_to_dict(spec)})
+                      "limits": self._limits_out(spec)})
 
     async def delete_limits(self, request: web.Request) -> web.Response:
         self._admin(request)
@@ -255,6 +256,15 @@ class AdminRoutes:
             raise GatewayError(404, f"No limits for {tgt.scope().label}.", code="not_found")
         self.svc.refresh()
         return _json({"deleted": tgt.as_dict()})
+
+    def _limits_out(self, spec: ScopeLimits) -> dict[str, Any]:
+        """A scope's limits; a money budget also in the currency (``"budget": "2.50"``,
+        ``"currency"``) next to its exact ``budget_micros``."""
+        out = limits_to_dict(spec)
+        if spec.budget_micros is not None:
+            out["budget"] = money(spec.budget_micros)
+            out["currency"] = self.svc.currency()
+        return out
 
     # --- budget status ------------------------------------------------------------
     async def budget(self, request: web.Request) -> web.Response:
