@@ -138,10 +138,9 @@ class AdminRoutes:
         data = await _body(request)
         only_fields(data, ("name",))
         name = req_name(data, "name")
-        if self.directory.has_tenant(name):
+        if not self.keys.create_tenant(name):  # insert-or-fail: exact under races
             raise GatewayError(409, f"The tenant '{name}' already exists.", param="name",
                                code="already_exists")
-        self.keys.ensure_scope(name, None, None)
         return _json({"name": name}, 201)
 
     async def delete_tenant(self, request: web.Request) -> web.Response:
