@@ -70,3 +70,15 @@ async def test_gone_server_is_unavailable(server: CounterServer) -> None:
     with pytest.raises(StoreUnavailable):
         await adm.reserve([TENANT], Amounts(1), T0 + 1)
     await store.close()
+
+
+def test_config_refuses_a_lease_shorter_than_two_heartbeats() -> None:
+    from tokenplane.compose.config_file import ConfigError, validate_config
+
+    base = {"models": [{"alias": "m", "backends": [{"type": "sim"}]}]}
+    assert validate_config(base).admission.lease_s == 5.0  # the defaults: 5 s, 1 s
+    with pytest.raises(ConfigError) as info:
+        validate_config({**base, "admission": {"lease_s": 1.5, "heartbeat_s": 1}})
+    assert info.value.errors == [
+        "admission: lease_s (1.5) must be at least twice heartbeat_s (1.0), or live "
+        "requests lose their concurrency units"]
