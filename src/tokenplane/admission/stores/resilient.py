@@ -47,7 +47,6 @@ class ResilienceStats:
     unenforced_debits: int = 0
     queued_settlements: int = 0
     retried_settlements: int = 0
-    pending_settlements: int = 0  # waiting now (a gauge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +184,6 @@ class ResilientStore:
                                self.max_pending)
         self._pending.append(item)
         self.stats.queued_settlements += 1
-        self.stats.pending_settlements = len(self._pending)
 
     @property
     def pending(self) -> int:
@@ -213,7 +211,6 @@ class ResilientStore:
                 self._recovered(now)
         finally:
             self._draining = False
-            self.stats.pending_settlements = len(self._pending)
         return sent
 
     async def heartbeat(self, now: float) -> None:
