@@ -115,8 +115,14 @@ async def bench_memory(n: int) -> dict[str, Any]:
 
 
 async def evalsha_calls(client: aioredis.Redis) -> int:
+    return (await evalsha_stats(client))[0]
+
+
+async def evalsha_stats(client: aioredis.Redis) -> tuple[int, int]:
+    """Calls of EVALSHA and the microseconds Redis spent in them, so far."""
     stats = await client.info("commandstats")
-    return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_evalsha"))
+    rows = [v for k, v in stats.items() if k.startswith("cmdstat_evalsha")]
+    return sum(int(v["calls"]) for v in rows), sum(int(v["usec"]) for v in rows)
 
 
 async def bench_redis(url: str, n: int, lease_s: float = 0.0) -> dict[str, Any]:
@@ -125,10 +131,11 @@ async def bench_redis(url: str, n: int, lease_s: float = 0.0) -> dict[str, Any]:
     client = aioredis.Redis.from_url(url)
     try:
         await admission_cycle(store, 200)  # warm up, loads the script
-        before = await evalsha_calls(client)
+        before, usec_before = await evalsha_stats(client)
         calls_before = store.calls
         reserve_ns, settle_ns = await admission_cycle(store, n)
-        evalshas = await evalsha_calls(client) - before
+        after, usec_after = await evalsha_stats(client)
+        evalshas = after - before
         ping = await timed(n, lambda _: store.client.ping())
         res, base = summary(reserve_ns), summary(ping)
         return {
@@ -143,6 +150,8 @@ async def bench_redis(url: str, n: int, lease_s: float = 0.0) -> dict[str, Any]:
             },
             "round_trips_per_admission": (store.calls - calls_before) / (2 * n),
             "evalsha_per_operation_seen_by_redis": evalshas / (2 * n),
+            "script_us_per_operation_inside_redis": round(
+                (usec_after - usec_before) / max(1, evalshas), 2),
         }
     finally:
         keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)]
