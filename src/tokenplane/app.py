@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
@@ -88,6 +90,8 @@ class Gateway:
         for s in self.services:
             await s.start()
         await self.meter.start()
+        if self.admission is not None:
+            await self.admission.start()
         if self.governance is not None and self.governance.audit is not None:
             await self.governance.audit.start()
         if self.routing is not None:
@@ -154,8 +158,10 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
     predictor = LengthPredictor(default=config.admission.default_output_tokens)
     limits = open_limit_store(keys, home, config.admission.limits_reload_s)
-    admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices, predictor, limits=limits)
+    admission = AdmissionService.build(
+        config.admission, config.redis_url, home, metrics, lambda: meter.prices, predictor,
+        limits=limits, local_socket=os.environ.get(SOCKET_ENV),
+        workers=int(os.environ.get(WORKERS_ENV, "1")))
     routing = build_routing(config, pools, predictor, metrics, counters.count_text)
     governance = open_governance(config.governance, home, worker_id)
     tracing = otlp_provider(config.observe)

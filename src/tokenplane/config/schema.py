@@ -129,6 +129,10 @@ class AdmissionConfig(_Strict):
     debit_granularity: int = Field(16, ge=1, le=100_000)
     clamp_max_tokens: bool = False
     reservation_ttl_s: float = Field(900.0, gt=0)
+    # concurrency units are leases renewed by each worker's heartbeat: a dead worker's
+    # come back within lease_s (shared stores only; one process needs none)
+    lease_s: float = Field(5.0, gt=0, le=3600)
+    heartbeat_s: float = Field(1.0, gt=0, le=600)
     key_prefix: str = Field("tp:adm:", min_length=1)
     timeout_s: float = Field(0.5, gt=0)
     probe_interval_s: float = Field(1.0, ge=0)
@@ -139,6 +143,14 @@ class AdmissionConfig(_Strict):
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
         return http_url(v)
+
+    @model_validator(mode="after")
+    def _lease_outlives_beats(self) -> AdmissionConfig:
+        if self.lease_s < 2 * self.heartbeat_s:
+            raise ValueError(
+                f"lease_s ({self.lease_s}) must be at least twice heartbeat_s "
+                f"({self.heartbeat_s}), or live requests lose their concurrency units")
+        return self
 
 
 PrincipalLabel = Literal["tenant", "department", "app"]
