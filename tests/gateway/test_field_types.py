@@ -236,3 +236,24 @@ def test_json_or_no_content_type_is_served(gw: GatewayThread, ctype: str | None)
                       content=b'{"model": "%s", "messages": [{"role": "user", "content": "x"}],'
                               b' "max_tokens": 2}' % MODEL.encode())
     assert resp.status_code == 200, resp.text
+
+
+# found by the fuzz suite (tests/fuzz): a content part without text (a file, audio,
+# video, a refusal) made the prompt counter raise: a 500
+MEDIA_PARTS = [
+    ("system", {"type": "file", "file": {}}),
+    ("user", {"type": "file", "file": {"file_id": "file-1"}}),
+    ("user", {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}),
+    ("user", {"type": "video_url", "video_url": {"url": "http://x/v.mp4"}}),
+    ("user", {"type": "audio_url", "audio_url": {"url": "http://x/a.wav"}}),
+    ("assistant", {"type": "refusal", "refusal": "no"}),
+]
+
+
+@pytest.mark.parametrize(("role", "part"), MEDIA_PARTS, ids=[p["type"] for _, p in MEDIA_PARTS])
+def test_parts_without_text_are_served(client: httpx.Client, role: str,
+                                       part: dict[str, Any]) -> None:
+    body = {**CHAT, "messages": [{"role": role, "content": [part]},
+                                 {"role": "user", "content": "hi"}]}
+    resp = client.post(PATHS["chat"], json=body)
+    assert resp.status_code == 200, resp.text
