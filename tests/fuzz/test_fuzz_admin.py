@@ -82,8 +82,8 @@ def test_admin_routes(fuzzed: Fuzzed) -> None:
         url = path
         for p in params:
             if p["in"] == "path":
-                url = url.replace("{%s}" % p["name"], quote(data.draw(_NAME, p["name"]),
-                                                             safe=""))
+                value = quote(data.draw(_NAME, p["name"]), safe="")
+                url = url.replace("{" + p["name"] + "}", value)
         kw: dict[str, Any] = {"params": _query(params, data)}
         if "requestBody" in spec:
             schema = spec["requestBody"]["content"]["application/json"]["schema"]
