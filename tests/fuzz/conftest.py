@@ -5,7 +5,7 @@ How many examples each fuzz test draws comes from a Hypothesis profile of this s
 (not loaded globally, so other suites keep theirs): ``fuzz-ci`` by default (bounded for
 CI), ``fuzz-long`` for a longer local run:
 
-    TOKENPLANE_FUZZ_PROFILE=fuzz-long python -m pytest tests/fuzz
+    TOKENPLANE_FUZZ_PROFILE=fuzz-long python -m pytest --timeout 0 tests/fuzz
 """
 
 from __future__ import annotations

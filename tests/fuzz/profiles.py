@@ -12,7 +12,7 @@ settings.register_profile(
                            HealthCheck.filter_too_much],
 )
 settings.register_profile(
-    "fuzz-long", parent=settings.get_profile("fuzz-ci"), max_examples=3000,
+    "fuzz-long", parent=settings.get_profile("fuzz-ci"), max_examples=2000,
     derandomize=False,
 )
 

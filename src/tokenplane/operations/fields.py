@@ -34,13 +34,35 @@ def type_name(v: Any) -> str:
     return _TYPE_NAMES.get(type(v), type(v).__name__)
 
 
-def wrong_type(param: str, label: str, v: Any) -> GatewayError:
-    return invalid(f"'{param}' must be {label}, got {type_name(v)}", param=param,
-                   code="invalid_type")
+class Bad(Exception):
+    """A value failed its spec. The path is collected on the way out (innermost
+    segment first: ``.name``, ``[i]``), so a value that passes costs no string work."""
+
+    def __init__(self, what: str, code: str) -> None:
+        super().__init__(what)
+        self.what = what  # the message after the field's path
+        self.code = code
+        self.path: list[str] = []
+
+    def at(self, segment: str) -> Bad:
+        self.path.append(segment)
+        return self
+
+    def param(self, root: str = "") -> str:
+        tail = "".join(reversed(self.path))
+        return root + tail if root else tail.removeprefix(".")
+
+    def error(self, root: str = "") -> GatewayError:
+        p = self.param(root)
+        return invalid(f"'{p}' {self.what}", param=p, code=self.code)
 
 
-def bad_value(param: str, what: str) -> GatewayError:
-    return invalid(f"'{param}' {what}", param=param, code="invalid_value")
+def wrong_type(label: str, v: Any) -> Bad:
+    return Bad(f"must be {label}, got {type_name(v)}", "invalid_type")
+
+
+def bad_value(what: str) -> Bad:
+    return Bad(what, "invalid_value")
 
 
 class Spec:
@@ -53,7 +75,15 @@ class Spec:
     def __init__(self, description: str = "") -> None:
         self.description = description
 
-    def check(self, v: Any, param: str) -> None:
+    def check(self, v: Any, param: str = "") -> None:
+        """Raise OpenAI's 400 naming ``param`` (or the path below it) unless ``v`` fits."""
+        try:
+            self.verify(v)
+        except Bad as bad:
+            raise bad.error(param) from None
+
+    def verify(self, v: Any) -> None:
+        """Raise :class:`Bad` unless ``v`` fits."""
         raise NotImplementedError
 
     def schema(self) -> JsonSchema:
@@ -70,9 +100,9 @@ class Bool(Spec):
     label = "a boolean"
     json_type = "boolean"
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if v is not True and v is not False:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
 
     def schema(self) -> JsonSchema:
         return self._doc({"type": "boolean"})
@@ -96,11 +126,11 @@ class Int(Spec):
         super().__init__(description)
         self.lo, self.hi = lo, hi
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not int:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
-            raise bad_value(param, f"{_bounds(self.lo, self.hi)}, got {v}")
+            raise bad_value(f"{_bounds(self.lo, self.hi)}, got {v}")
 
     def schema(self) -> JsonSchema:
         out: JsonSchema = {"type": "integer"}
@@ -123,12 +153,12 @@ class Num(Spec):
         super().__init__(description)
         self.lo, self.hi = lo, hi
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         t = type(v)
         if t is not float and t is not int:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         if (self.lo is not None and not v >= self.lo) or (self.hi is not None and not v <= self.hi):
-            raise bad_value(param, f"{_bounds(self.lo, self.hi)}, got {v}")
+            raise bad_value(f"{_bounds(self.lo, self.hi)}, got {v}")
 
     def schema(self) -> JsonSchema:
         out: JsonSchema = {"type": "number"}
@@ -149,14 +179,14 @@ class Str(Spec):
         super().__init__(description)
         self.min_len, self.max_len = min_len, max_len
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not str:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         if len(v) < self.min_len:
-            raise bad_value(param, "must not be empty" if self.min_len == 1
+            raise bad_value("must not be empty" if self.min_len == 1
                             else f"must be at least {self.min_len} characters long")
         if self.max_len is not None and len(v) > self.max_len:
-            raise bad_value(param, f"must be at most {self.max_len} characters long")
+            raise bad_value(f"must be at most {self.max_len} characters long")
 
     def schema(self) -> JsonSchema:
         out: JsonSchema = {"type": "string"}
@@ -182,11 +212,11 @@ class Enum(Spec):
     def label(self) -> str:  # type: ignore[override]
         return "one of " + ", ".join(repr(v) for v in self._order)
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not str:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         if v not in self.values:
-            raise bad_value(param, f"must be {self.label}, got {v[:64]!r}")
+            raise bad_value(f"must be {self.label}, got {v[:64]!r}")
 
     def schema(self) -> JsonSchema:
         return self._doc({"type": "string", "enum": list(self._order)})
@@ -205,18 +235,22 @@ class Arr(Spec):
     def label(self) -> str:  # type: ignore[override]
         return f"an array of {_plural(self.item.label)}"
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not list:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         n = len(v)
         if n < self.min_items:
-            raise bad_value(param, "must not be empty" if self.min_items == 1
+            raise bad_value("must not be empty" if self.min_items == 1
                             else f"must have at least {self.min_items} items")
         if self.max_items is not None and n > self.max_items:
-            raise bad_value(param, f"must have at most {self.max_items} items, got {n}")
-        check = self.item.check
-        for i, x in enumerate(v):
-            check(x, f"{param}[{i}]")
+            raise bad_value(f"must have at most {self.max_items} items, got {n}")
+        verify = self.item.verify
+        i = 0
+        try:
+            for i, x in enumerate(v):  # noqa: B007 (i names the item that failed)
+                verify(x)
+        except Bad as bad:
+            raise bad.at(f"[{i}]") from None
 
     def schema(self) -> JsonSchema:
         out: JsonSchema = {"type": "array", "items": self.item.schema()}
@@ -247,17 +281,20 @@ class Map(Spec):
         super().__init__(description)
         self.value, self.digits, self.max_items = value, digits, max_items
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not dict:
-            raise wrong_type(param, self.label, v)
+            raise wrong_type(self.label, v)
         if self.max_items is not None and len(v) > self.max_items:
-            raise bad_value(param, f"must have at most {self.max_items} entries")
+            raise bad_value(f"must have at most {self.max_items} entries")
+        verify = self.value.verify
         for k, x in v.items():
-            p = f"{param}.{k}"
             if self.digits and not (k.isascii() and k.isdigit()):
-                raise invalid(f"'{param}' keys must be token ids (strings of digits), got "
-                              f"{k[:32]!r}", param=p, code="invalid_value")
-            self.value.check(x, p)
+                raise bad_value("must be a token id (a string of digits) mapped to a "
+                                "bias").at(f".{k}")
+            try:
+                verify(x)
+            except Bad as bad:
+                raise bad.at(f".{k}") from None
 
     def schema(self) -> JsonSchema:
         out: JsonSchema = {"type": "object", "additionalProperties": self.value.schema()}
@@ -292,27 +329,32 @@ class Obj(Spec):
         self._entries = {name: (spec, (known or {}).get(name) or plain_type(spec))
                          for name, spec in self.fields.items()}
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not dict:
-            raise wrong_type(param, self.label, v)
-        self.check_fields(v, f"{param}." if param else "")
+            raise wrong_type(self.label, v)
+        self.verify_fields(v)
 
-    def check_fields(self, v: dict[str, Any], prefix: str) -> None:
+    def verify_fields(self, v: dict[str, Any]) -> None:
+        """The fields of ``v`` (known to be an object)."""
         for name in self.required:
             if v.get(name) is None:
-                p = prefix + name
                 if name in v:
-                    self.fields[name].check(None, p)  # says what it must be
-                raise invalid(f"'{p}' is a required property", param=p, code="missing_required")
+                    try:
+                        self.fields[name].verify(None)  # says what it must be
+                    except Bad as bad:
+                        raise bad.at(f".{name}") from None
+                raise Bad("is a required property", "missing_required").at(f".{name}")
         entries = self._entries
         for name, x in v.items():
             entry = entries.get(name)
             if entry is None:
                 if not self.extra:
-                    p = prefix + name
-                    raise invalid(f"Unknown parameter '{p}'", param=p, code="unknown_parameter")
+                    raise Bad("is not a known parameter", "unknown_parameter").at(f".{name}")
             elif x is not None and type(x) is not entry[1]:
-                entry[0].check(x, prefix + name)
+                try:
+                    entry[0].verify(x)
+                except Bad as bad:
+                    raise bad.at(f".{name}") from None
 
     def schema(self) -> JsonSchema:
         props: JsonSchema = {}
@@ -368,25 +410,24 @@ class OneOf(Spec):
     def label(self) -> str:  # type: ignore[override]
         return self._label
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         fits = self._by_type.get(type(v), ())
         if len(fits) == 1:
-            fits[0].check(v, param)
+            fits[0].verify(v)
             return
         if not fits:
-            raise wrong_type(param, self.label, v)
-        errors: list[GatewayError] = []
+            raise wrong_type(self.label, v)
+        errors: list[Bad] = []
         for o in fits:
             try:
-                o.check(v, param)
+                o.verify(v)
                 return
-            except GatewayError as err:
-                errors.append(err)
+            except Bad as bad:
+                errors.append(bad)
         # the option that got furthest says what is wrong; when none did, say what fits
-        top = max(errors, key=lambda e: (len(e.param or ""), e.param or ""))
-        tied = {e.message for e in errors if e.param == top.param}
-        if len(tied) > 1:
-            raise invalid(f"'{param}' must be {self.label}", param=param, code="invalid_type")
+        top = max(errors, key=lambda e: (len(e.param()), e.param()))
+        if len({e.what for e in errors if e.param() == top.param()}) > 1:
+            raise Bad(f"must be {self.label}", "invalid_type")
         raise top
 
     def schema(self) -> JsonSchema:
@@ -413,21 +454,20 @@ class Tagged(Spec):
             variant.required = (tag, *variant.required)
             variant.compile({tag: str})  # checked here before the variant is picked
 
-    def check(self, v: Any, param: str) -> None:
+    def verify(self, v: Any) -> None:
         if type(v) is not dict:
-            raise wrong_type(param, self.label, v)
-        p = f"{param}.{self.tag}" if param else self.tag
+            raise wrong_type(self.label, v)
         kind = v.get(self.tag)
         variant = self.variants.get(kind) if type(kind) is str else None
         if variant is None:
             allowed = ", ".join(repr(k) for k in self.variants)
             if kind is None:
-                raise invalid(f"'{p}' is a required property (one of {allowed})", param=p,
-                              code="missing_required")
+                raise Bad(f"is a required property (one of {allowed})",
+                          "missing_required").at(f".{self.tag}")
             shown = repr(kind[:64]) if type(kind) is str else type_name(kind)
-            raise invalid(f"'{p}' must be one of {allowed}, got {shown}", param=p,
-                          code="invalid_value" if type(kind) is str else "invalid_type")
-        variant.check_fields(v, f"{param}." if param else "")
+            raise Bad(f"must be one of {allowed}, got {shown}",
+                      "invalid_value" if type(kind) is str else "invalid_type").at(f".{self.tag}")
+        variant.verify_fields(v)
 
     def schema(self) -> JsonSchema:
         options = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenplane.errors import GatewayError, invalid
-from tokenplane.operations.fields import Obj, type_name
+from tokenplane.operations.fields import Bad, Obj, type_name
 
 __all__ = ["check_body", "check_common", "check_content_type", "check_type",
            "not_found", "parse_json_object", "type_name"]
@@ -25,7 +25,10 @@ def check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
 
 def check_body(spec: Obj, body: dict[str, Any]) -> None:
     """Every field the spec knows, of its type and in its range; other fields pass."""
-    spec.check_fields(body, "")
+    try:
+        spec.verify_fields(body)
+    except Bad as bad:
+        raise bad.error() from None
 
 
 def check_common(body: dict[str, Any]) -> None:
