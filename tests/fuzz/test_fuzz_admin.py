@@ -140,3 +140,30 @@ def test_admin_bodies_that_are_not_json_are_415(fuzzed: Fuzzed, ctype: str) -> N
         err = answer_ok(resp, (path, ctype))
         assert resp.status_code == 415 and err is not None, (path, resp.text)
         assert err["code"] == "unsupported_media_type"
+
+
+def test_the_document_and_the_routes_agree(fuzzed: Fuzzed) -> None:
+    """Every route the gateway serves is in the document, and every operation the
+    document lists is served (no 404 for the route, no 405)."""
+    app = fuzzed.gw.app
+    assert app is not None
+    served = {(r.resource.canonical, r.method.lower()) for r in app.router.routes()
+              if r.resource is not None and r.method != "HEAD"}
+    documented = {(p, m) for p, ops in fuzzed.doc["paths"].items() for m in ops}
+    assert {op for op in served if op[0].startswith(("/v1/", PREFIX))} == documented
+    fuzzed.gw.gateway.keys.ensure_scope(FUZZ_TENANT, None, None)
+    for path, method in sorted(documented):
+        url = path.replace("{tenant}", FUZZ_TENANT)
+        for name in ("department", "app", "key_id"):
+            url = url.replace("{" + name + "}", "nosuch")
+        resp = fuzzed.client.request(method.upper(), url, headers=fuzzed.auth("admin"))
+        err = answer_ok(resp, (method, url))
+        assert err is None or err["code"] not in ("unknown_route", "method_not_allowed"), \
+            (method, url, err)
+
+
+def test_the_document_is_served_by_both_servers(fuzzed: Fuzzed) -> None:
+    assert fuzzed.gw.server is not None
+    assert fuzzed.doc["openapi"].startswith("3.1")
+    direct = fuzzed.client.get(f"http://127.0.0.1:{fuzzed.gw.server.internal_port}/openapi.json")
+    assert direct.status_code == 200 and direct.json() == fuzzed.doc
