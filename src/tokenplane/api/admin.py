@@ -38,9 +38,17 @@ from tokenplane.meta.limit_store import (
     limits_to_dict,
 )
 from tokenplane.meta.limit_targets import missing_target
+from tokenplane.operations.validate import check_content_type
 
 PREFIX = "/admin/v1"
-_TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
+# the fields of each request body (the only ones accepted; ``api/openapi.py`` publishes
+# them with their types)
+TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
+TENANT_BODY = ("name",)
+DEPARTMENT_BODY = ("name",)
+APP_BODY = ("name", "department")
+KEY_BODY = ("department", "app", "name", "admin")
+LIMITS_BODY = ("target", "limits")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -48,6 +56,7 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
+    check_content_type(request.headers.get("content-type"))
     raw = await request.read()
     try:
         data = orjson.loads(raw or b"{}")
@@ -60,7 +69,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
 
 def target_of(data: dict[str, Any], prefix: str | None = None) -> LimitTarget:
     """The target of a limit: every field a string (tenant, department and app names)."""
-    only_fields(data, _TARGET_FIELDS, prefix)
+    only_fields(data, TARGET_FIELDS, prefix)
     return LimitTarget(req_name(data, "tenant", prefix), opt_name(data, "department", prefix),
                        opt_name(data, "app", prefix), opt_text(data, "key_id", prefix),
                        opt_text(data, "user", prefix), opt_text(data, "model", prefix))
@@ -136,7 +145,7 @@ class AdminRoutes:
     async def create_tenant(self, request: web.Request) -> web.Response:
         self._admin(request)
         data = await _body(request)
-        only_fields(data, ("name",))
+        only_fields(data, TENANT_BODY)
         name = req_name(data, "name")
         if not self.keys.create_tenant(name):  # insert-or-fail: exact under races
             raise GatewayError(409, f"The tenant '{name}' already exists.", param="name",
@@ -158,7 +167,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("name",))
+        only_fields(data, DEPARTMENT_BODY)
         name = req_name(data, "name")
         self.keys.ensure_scope(tenant, name, None)
         return _json({"tenant": tenant, "name": name}, 201)
@@ -178,7 +187,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("name", "department"))
+        only_fields(data, APP_BODY)
         name, dept = req_name(data, "name"), opt_name(data, "department")
         self.keys.ensure_scope(tenant, dept, name)
         return _json({"tenant": tenant, "department": dept, "name": name}, 201)
@@ -204,7 +213,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("department", "app", "name", "admin"))
+        only_fields(data, KEY_BODY)
         dept, app, name = opt_name(data, "department"), opt_name(data, "app"), \
             opt_name(data, "name", slash=True)
         admin = opt_bool(data, "admin", False)
@@ -232,7 +241,7 @@ class AdminRoutes:
     async def set_limits(self, request: web.Request) -> web.Response:
         self._admin(request)
         data = await _body(request)
-        only_fields(data, ("target", "limits"))
+        only_fields(data, LIMITS_BODY)
         tgt = target_of(obj(data, "target"), "target")
         changes = obj(data, "limits")
         check_limits(changes)
