@@ -158,6 +158,10 @@ def _admin_paths() -> dict[str, Any]:
             "query", tenant={"type": "string"}, key_id={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,
             limit={"type": "integer", "minimum": 1, "maximum": 1000}))},
+        f"{PREFIX}/slos": {"get": _op(
+            "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
+            "SLOs naming its tenant); canary guards for an admin key",
+            params=_params("query", tenant={"type": "string"}))},
     }
 
 
