@@ -42,6 +42,10 @@ from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
+# how often a worker looks for the journals of dead siblings (a flock try per writer id)
+# and replays them into the ledger: a dead worker's acknowledged usage is in reports
+# within about this, whether or not its replacement has started yet
+ADOPT_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -134,7 +138,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
             pool.endpoints.extend(_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
-                  flush_interval_s=0.25, ack=config.metering.ack)
+                  flush_interval_s=0.25, ack=config.metering.ack,
+                  adopt_interval_s=ADOPT_INTERVAL_S)
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
     predictor = LengthPredictor(default=config.admission.default_output_tokens)
     limits = open_limit_store(keys, home, config.admission.limits_reload_s)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import multiprocessing
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.config.schema import GatewayConfig
 
@@ -57,7 +59,8 @@ messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
 """)
 
 
-def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int) -> None:
+def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int,
+                ready: Connection | None = None) -> None:
     import uvloop
 
     from tokenplane.app import build_app
@@ -73,13 +76,15 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
     settle_heap()
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_serve(app, host, port, workers,
-                          None if index else _banner(host, port, workers), early))
+                          None if index else _banner(host, port, workers), early, ready))
 
 
 async def _serve(app: web.Application, host: str, port: int, workers: int,
-                 banner: Callable[[str], None] | None, early: threading.Event) -> None:
+                 banner: Callable[[str], None] | None, early: threading.Event,
+                 ready: Connection | None = None) -> None:
     """The HTTP/1.1 front on host:port, the aiohttp application behind it, until SIGINT
-    or SIGTERM; then a graceful stop (requests in flight get up to 30 s)."""
+    or SIGTERM; then a graceful stop (requests in flight get up to 30 s). ``ready``
+    (a worker of ``--workers N``) tells the parent once the port is served."""
     from tokenplane.api.front.server import GatewayServer
 
     stop = asyncio.Event()
@@ -91,6 +96,9 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
     server = GatewayServer(app, host, port, reuse_port=workers > 1, shutdown_timeout=30)
     await server.start()
     try:
+        if ready is not None:
+            ready.send_bytes(b"serving")
+            ready.close()
         if banner is not None and not stop.is_set():
             banner("")
         await stop.wait()
@@ -140,21 +148,11 @@ def register(app: typer.Typer) -> None:
         if n == 1:
             _run_worker(config, h, p, 1, 0)
             return
-        ctx = multiprocessing.get_context("spawn")
-        procs = [ctx.Process(target=_run_worker, args=(config, h, p, n, i)) for i in range(n)]
-        for pr in procs:
-            pr.start()
-
-        def forward(signum: int, _frame: object) -> None:
-            for pr in procs:
-                if pr.pid is not None and pr.is_alive():
-                    os.kill(pr.pid, signum)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
-        for pr in procs:
-            pr.join()
-        sys.exit(max((pr.exitcode or 0) for pr in procs))
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
+        code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
+        sys.exit(code)
 
     @app.command()
     def sim(

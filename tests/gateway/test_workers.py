@@ -1,0 +1,120 @@
+"""``serve --workers N`` as real processes: a worker killed with ``kill -9`` is replaced
+(the port keeps serving, a new pid), and what it acknowledged reaches the ledger within
+seconds, while the gateway runs, through a sibling's adoption or the replacement's
+replay. A stop (SIGTERM) still stops everyone and restarts nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.gateway.gateway_process import GatewayProcess, create_key
+from tests.gateway.harness import GatewayThread, sim_config
+from tests.gateway.ledger_checks import read_ledger
+from tests.gateway.test_durability import MODEL, Load, _config, _env
+
+WRITER = Path(__file__).resolve().parents[1] / "metering" / "writer_proc.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _until(cond: Callable[[], bool], timeout: float, step: float = 0.1) -> float:
+    """Poll ``cond`` until true; the seconds it took (fails after ``timeout``)."""
+    start = time.monotonic()
+    while not cond():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout} s")
+        time.sleep(step)
+    return time.monotonic() - start
+
+
+def _ledger_ids(ledger: str) -> set[str]:
+    events, _ = read_ledger(ledger)
+    return {e["request_id"] for e in events}
+
+
+def test_a_sibling_adopts_a_dead_workers_journal_within_seconds(tmp_path: Path) -> None:
+    """A running gateway worker replays the journal of a writer that died beside it
+    (acknowledged, never flushed) within a few seconds, without any restart."""
+    gw = GatewayThread(sim_config(), tmp_path).start()
+    try:
+        ledger = str(tmp_path / "ledger.db")
+        proc = subprocess.Popen([sys.executable, str(WRITER), "ack", str(tmp_path), ledger,
+                                 "dead"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert proc.stdout is not None
+        acked: list[str] = []
+        while len(acked) < 400:
+            line = proc.stdout.readline()
+            assert line, "writer exited early"
+            acked.append(line.strip())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        took = _until(lambda: set(acked) <= _ledger_ids(ledger), timeout=5)
+        assert took < 5
+    finally:
+        gw.stop()
+
+
+def _workers_up(gw: GatewayProcess, n: int, gone: set[int]) -> Callable[[], bool]:
+    def check() -> bool:
+        pids = set(gw.worker_pids())
+        return len(pids) == n and not pids & gone
+    return check
+
+
+def test_a_killed_worker_is_replaced_and_its_usage_reaches_the_ledger(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = _env(home, None)
+    key = create_key(env, "acme", "workers")
+    ledger = str(home / "ledger.db")
+    gw = GatewayProcess(_config(tmp_path), env, tmp_path / "gateway.log", workers=2)
+    try:
+        pids = gw.worker_pids()
+        assert len(pids) == 2
+        victim = pids[1]
+        load = Load(gw.base_url, key)
+
+        async def kill_one_mid_load() -> None:
+            task = asyncio.create_task(load.run_until(lambda: None, 160))
+            await load.reached(80)
+            gw.kill9(victim)
+            await task
+
+        asyncio.run(kill_one_mid_load())
+        completed = set(load.completed)
+        # everything acknowledged is in the ledger within seconds, the gateway running
+        _until(lambda: completed <= _ledger_ids(ledger), timeout=8)
+        # a new worker took the dead one's place
+        _until(_workers_up(gw, 2, {victim}), timeout=60)
+        replacement = (set(gw.worker_pids()) - set(pids)).pop()
+        # the port keeps serving, the replacement included (connections spread over
+        # both workers: many of them, each new)
+        for _ in range(40):
+            with httpx.Client(timeout=30) as client:
+                resp = client.post(f"{gw.base_url}/chat/completions",
+                                   headers={"authorization": f"Bearer {key}"},
+                                   json={"model": MODEL, "max_tokens": 2, "messages": [
+                                       {"role": "user", "content": "still there?"}]})
+                assert resp.status_code == 200, resp.text
+        assert replacement in gw.worker_pids()
+        log = (tmp_path / "gateway.log").read_text()
+        assert "died (killed by signal 9)" in log and "restarting worker w1" in log
+        # a stop stops everyone and restarts nothing
+        assert gw.terminate() == 0
+        assert not Path(f"/proc/{replacement}").exists()
+    finally:
+        gw.close()
+    events, _ = read_ledger(ledger)
+    ids = [e["request_id"] for e in events]
+    assert len(ids) == len(set(ids)), "a request is in the ledger twice"
+    assert completed <= set(ids)
