@@ -148,7 +148,7 @@ def stream(c: openai.OpenAI, model: str, max_tokens: int = 8, **kw: Any) -> Any:
 
 
 def metric_samples(gw: GatewayThread, name: str) -> list[tuple[dict[str, str], float]]:
-    text = httpx.get(gw.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    text = httpx.get(gw.metrics_url, timeout=10).text
     return [(dict(s.labels), s.value) for fam in text_string_to_metric_families(text)
             for s in fam.samples if s.name == name]
 

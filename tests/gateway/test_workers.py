@@ -16,9 +16,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.gateway_process import GatewayProcess, create_key
-from tests.gateway.harness import GatewayThread, sim_config
+from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tests.gateway.ledger_checks import read_ledger
 from tests.gateway.test_durability import MODEL, Load, _config, _env
 
@@ -118,3 +120,60 @@ def test_a_killed_worker_is_replaced_and_its_usage_reaches_the_ledger(tmp_path: 
     ids = [e["request_id"] for e in events]
     assert len(ids) == len(set(ids)), "a request is in the ledger twice"
     assert completed <= set(ids)
+
+
+def _scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    with httpx.Client(timeout=10) as client:  # a new connection: any worker may take it
+        resp = client.get(url)
+    assert resp.status_code == 200, resp.text
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(resp.text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return out
+
+
+def _total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) -> float:
+    return sum(v for _, v in samples.get(name, []))
+
+
+def test_one_scrape_sums_every_worker(tmp_path: Path) -> None:
+    """``serve --workers 2``: requests over many connections land on both workers; every
+    scrape of the metrics listener counts all of them (counters and histograms summed),
+    whichever worker answers it."""
+    home = tmp_path / "home"
+    env = _env(home, None)
+    key = create_key(env, "acme", "metrics")
+    cfg = yaml.safe_load(_config(tmp_path).read_text())
+    metrics_port = free_port()
+    cfg["observe"] = {"metrics": {"listen": f"127.0.0.1:{metrics_port}"}}
+    path = tmp_path / "workers.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    gw = GatewayProcess(path, env, tmp_path / "gateway.log", workers=2)
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        n = 48
+        for i in range(n):  # each on a new connection: SO_REUSEPORT spreads them
+            with httpx.Client(timeout=30) as client:
+                resp = client.post(f"{gw.base_url}/chat/completions",
+                                   headers={"authorization": f"Bearer {key}"},
+                                   json={"model": MODEL, "max_tokens": 2, "stream": i % 2 == 1,
+                                         "messages": [{"role": "user", "content": f"hi {i}"}]})
+                assert resp.status_code == 200, resp.text
+        _until(lambda: _total(_scrape(url), "tokenplane_requests_total") == n, timeout=5)
+        for _ in range(8):
+            s = _scrape(url)
+            assert _total(s, "tokenplane_requests_total") == n
+            assert _total(s, "tokenplane_request_duration_seconds_count") == n
+            assert dict((lab["state"], v) for lab, v in s["tokenplane_scrape_workers"]) == {
+                "answered": 2, "expected": 2}
+            # a gauge of each worker's own view keeps a series per worker
+            assert {lab["worker"] for lab, _ in s["tokenplane_endpoint_healthy"]} == {"w0", "w1"}
+            # _created is one timestamp per worker: left out of the sum
+            assert not any(name.endswith("_created") for name in s)
+        # the public port (behind a credential) answers the same sum
+        with httpx.Client(timeout=10) as client:
+            assert client.get(gw.base_url.removesuffix("/v1") + "/metrics").status_code == 401
+        assert gw.terminate() == 0
+    finally:
+        gw.close()

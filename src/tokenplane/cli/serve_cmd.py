@@ -72,11 +72,11 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
         signal.signal(sig, lambda *_: early.set())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = load_config(cfg_path)
-    app = build_app(cfg, worker_id=f"w{index}")
+    app = build_app(cfg, worker_id=f"w{index}", workers=workers)
     settle_heap()
+    banner = None if index else _banner(host, port, workers, cfg.observe.metrics.listen)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(app, host, port, workers,
-                          None if index else _banner(host, port, workers), early, ready))
+        runner.run(_serve(app, host, port, workers, banner, early, ready))
 
 
 async def _serve(app: web.Application, host: str, port: int, workers: int,
@@ -117,10 +117,13 @@ def settle_heap() -> None:
     gc.set_threshold(10_000, 20, 20)
 
 
-def _banner(host: str, port: int, workers: int) -> Callable[[str], None]:
+def _banner(host: str, port: int, workers: int,
+            metrics: str | None) -> Callable[[str], None]:
     def show(_: str) -> None:
         typer.echo(f"tokenplane gateway on http://{host}:{port} ({workers} worker(s)); "
                    "Ctrl-C to stop")
+        if metrics is not None:
+            typer.echo(f"Prometheus metrics on http://{metrics}/metrics")
     return show
 
 
