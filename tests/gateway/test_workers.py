@@ -171,9 +171,24 @@ def test_one_scrape_sums_every_worker(tmp_path: Path) -> None:
             assert {lab["worker"] for lab, _ in s["tokenplane_endpoint_healthy"]} == {"w0", "w1"}
             # _created is one timestamp per worker: left out of the sum
             assert not any(name.endswith("_created") for name in s)
-        # the public port (behind a credential) answers the same sum
-        with httpx.Client(timeout=10) as client:
+        with httpx.Client(timeout=10) as client:  # not on the public port without a key
             assert client.get(gw.base_url.removesuffix("/v1") + "/metrics").status_code == 401
+        # a worker dies: no scrape's sum goes down (Prometheus would read a reset), while
+        # it is away nor once its replacement answers
+        pids = gw.worker_pids()
+        gw.kill9(pids[0])
+        answered: list[float] = []
+        deadline = time.monotonic() + 90
+        while len(answered) < 3 or answered[-1] < 2:  # scraped until the replacement answers
+            s = _scrape(url)
+            assert _total(s, "tokenplane_requests_total") == n
+            assert _total(s, "tokenplane_request_duration_seconds_count") == n
+            states = dict((lab["state"], v) for lab, v in s["tokenplane_scrape_workers"])
+            answered.append(states["answered"])
+            assert time.monotonic() < deadline, "the replacement never answered"
+            time.sleep(0.05)
+        assert 1 in answered  # one scrape at least came while it was away
+        assert pids[0] not in gw.worker_pids()
         assert gw.terminate() == 0
     finally:
         gw.close()

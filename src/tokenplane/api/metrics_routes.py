@@ -25,9 +25,19 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tokenplane.api.openai_routes import RequestIds, envelope_middleware
 from tokenplane.errors import GatewayError
 from tokenplane.meta.keystore import KeyStore
-from tokenplane.observe.merge import Fixed, decode, encode, merge, snapshot, workers_gauge
+from tokenplane.observe.merge import (
+    Family,
+    Fixed,
+    add_counts,
+    counts_only,
+    decode,
+    encode,
+    merge,
+    snapshot,
+    workers_gauge,
+)
 from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
-from tokenplane.observe.peers import MetricsPeers
+from tokenplane.observe.peers import MetricsPeers, read_last
 
 log = logging.getLogger("tokenplane.api")
 
@@ -40,30 +50,55 @@ class MetricsView:
         self.metrics = metrics
         self.writer_id = writer_id
         self.peers = peers
+        self._carried: list[Family] | None = None
+
+    def _own(self) -> list[Family]:
+        """This worker's families (plus the counts of the dead worker it replaced), kept
+        for a replacement of its own before they are answered."""
+        families = snapshot(self.metrics.registry)
+        if self.peers is None:
+            return families
+        if self._carried is None:
+            inherited = self.peers.inherited
+            self._carried = counts_only(_decoded(self.writer_id, inherited) or [])
+        if self._carried:
+            families = add_counts(families, self._carried)
+        self.peers.save_last(encode(families))
+        return families
 
     def local(self) -> bytes:
         """This worker's families, encoded for a sibling."""
-        return encode(snapshot(self.metrics.registry))
+        return encode(self._own())
 
     async def render(self) -> bytes:
         if self.peers is None:
             return self.metrics.render()
-        own = snapshot(self.metrics.registry)
-        parts = [(self.writer_id, own)]
+        parts = [(self.writer_id, self._own())]
+        answered = 1
         for writer_id, data in await self.peers.fetch():
-            if data is None:
-                continue
-            try:
-                parts.append((writer_id, decode(data)))
-            except (orjson.JSONDecodeError, ValueError, TypeError):
-                log.warning("metrics of worker %s unreadable; left out of this scrape",
-                            writer_id)
+            families = _decoded(writer_id, data)
+            if families is not None:
+                answered += 1
+            else:  # dead or restarting: its counts as last answered, so no sum goes down
+                families = counts_only(
+                    _decoded(writer_id, read_last(self.peers.run_dir, writer_id)) or [])
+            parts.append((writer_id, families))
         merged = merge(parts)
-        merged.append(workers_gauge(len(parts), self.peers.workers))
+        merged.append(workers_gauge(answered, self.peers.workers))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(Fixed(merged))
         text: bytes = generate_latest(registry)
         return text
+
+
+def _decoded(writer_id: str, data: bytes | None) -> list[Family] | None:
+    if data is None:
+        return None
+    try:
+        return decode(data)
+    except (orjson.JSONDecodeError, ValueError, TypeError):
+        log.warning("metrics of worker %s unreadable; left out of this scrape", writer_id)
+        return None
 
 
 class MetricsAccess:

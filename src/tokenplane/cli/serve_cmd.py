@@ -20,6 +20,7 @@ import typer
 from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.config.schema import GatewayConfig
+from tokenplane.observe.peers import clear_last
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -153,6 +154,7 @@ def register(app: typer.Typer) -> None:
             return
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        clear_last(Path(cfg.data_dir or ".tokenplane") / "run")  # metrics count from zero
         target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
         code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
         sys.exit(code)

@@ -63,6 +63,34 @@ def decode(data: bytes) -> list[Family]:
     return out
 
 
+def counts_only(families: Sequence[Family]) -> list[Family]:
+    """The summed kinds of ``families`` (counters, histograms, summaries), without their
+    ``_created`` samples: what a worker's series carry over its death."""
+    return [(name, typ, doc, [s for s in samples if not s[0].endswith("_created")])
+            for name, typ, doc, samples in families if typ in _SUMMED]
+
+
+def add_counts(live: Sequence[Family], carried: Sequence[Family]) -> list[Family]:
+    """``live`` with the counts of ``carried`` (:func:`counts_only`) added in: a worker
+    that replaced a dead one of its index goes on from where that one's last scrape
+    left its counters, so the gateway's sums never go down."""
+    by_name = {name: (typ, doc, samples) for name, typ, doc, samples in carried}
+    out: list[Family] = []
+    for name, typ, doc, samples in live:
+        extra = by_name.pop(name, None)
+        if extra is None or typ not in _SUMMED:
+            out.append((name, typ, doc, samples))
+            continue
+        acc = {(n, tuple(sorted(lab.items()))): (n, lab, v) for n, lab, v in samples}
+        for n, lab, v in extra[2]:
+            key = (n, tuple(sorted(lab.items())))
+            seen = acc.get(key)
+            acc[key] = (n, lab, v if seen is None else seen[2] + v)
+        out.append((name, typ, doc, list(acc.values())))
+    out.extend((name, typ, doc, samples) for name, (typ, doc, samples) in by_name.items())
+    return out
+
+
 def _gauge_mode(name: str) -> str:
     if name in GAUGE_SUM:
         return "sum"

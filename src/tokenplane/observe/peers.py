@@ -7,6 +7,14 @@ lands on reads its own registry directly and asks its siblings at once, in paral
 each within ``timeout_s``; a sibling that does not answer (dead, restarting, stuck) is
 left out of that scrape. Nothing of this runs on the request path: the request-path
 cells stay plain numbers, and the cost is paid by the scrape.
+
+So that the gateway's sums never go down when a worker dies (Prometheus would read a
+drop as a counter reset), a worker writes what it answers to
+``<data_dir>/run/metrics-w<i>.last`` before answering; a scrape uses that file for a
+sibling that does not answer, and the worker that replaces a dead one adds its counts
+to its own (:func:`tokenplane.observe.merge.add_counts`). What the dead worker counted
+after its last answer is lost from the metrics (never from the ledger). ``serve``
+removes these files when the gateway starts, so a new gateway counts from zero.
 """
 
 from __future__ import annotations
@@ -20,6 +28,25 @@ from pathlib import Path
 
 MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 MAX_ANSWER = 64 * 1024 * 1024
+
+
+def last_path(run_dir: Path, writer_id: str) -> Path:
+    """Where worker ``writer_id`` keeps what it last answered."""
+    return run_dir / f"metrics-{writer_id}.last"
+
+
+def clear_last(run_dir: Path) -> None:
+    """Forget the workers' last answers (a new gateway counts from zero)."""
+    for path in run_dir.glob("metrics-w*.last"):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def read_last(run_dir: Path, writer_id: str) -> bytes | None:
+    try:
+        return last_path(run_dir, writer_id).read_bytes()
+    except OSError:
+        return None
 
 
 def socket_path(run_dir: Path, writer_id: str) -> str:
@@ -43,8 +70,18 @@ class MetricsPeers:
         self.workers = workers
         self.local = local
         self.timeout_s = timeout_s
-        self.path = socket_path(run_dir, f"w{index}")
+        self.writer_id = f"w{index}"
+        self.path = socket_path(run_dir, self.writer_id)
         self._server: asyncio.AbstractServer | None = None
+        # what a dead worker of this index last answered (read at start), else None
+        self.inherited: bytes | None = None
+
+    def save_last(self, data: bytes) -> None:
+        """Keep ``data`` (what this worker is about to answer) for a replacement."""
+        path = last_path(self.run_dir, self.writer_id)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
     @property
     def siblings(self) -> list[str]:
@@ -52,6 +89,7 @@ class MetricsPeers:
 
     async def start(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.inherited = read_last(self.run_dir, self.writer_id)
         if not self.path.startswith("\0"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)  # left by a worker of this index that died
