@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,3 +193,28 @@ def test_one_scrape_sums_every_worker(tmp_path: Path) -> None:
         assert gw.terminate() == 0
     finally:
         gw.close()
+
+
+def test_a_taken_metrics_port_stops_the_start(tmp_path: Path) -> None:
+    """The workers share the metrics port with SO_REUSEPORT; a port someone else holds
+    (another gateway's workers would join silently) is refused before any worker runs."""
+    env = _env(tmp_path / "home", None)
+    cfg = yaml.safe_load(_config(tmp_path).read_text())
+    with socket.create_server(("127.0.0.1", 0), reuse_port=True) as taken:  # as workers do
+        port = taken.getsockname()[1]
+        cfg["observe"] = {"metrics": {"listen": f"127.0.0.1:{port}"}}
+        path = tmp_path / "taken.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        proc = subprocess.Popen([sys.executable, "-m", "tokenplane", "serve", "--config",
+                                 str(path), "--port", str(free_port()), "--workers", "2"],
+                                env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the parent and the workers it started
+            proc.communicate()
+            raise AssertionError("serve started on a metrics port another gateway holds") from None
+    assert proc.returncode == 2, stderr
+    assert f"observe.metrics.listen: cannot listen on 127.0.0.1:{port}" in stderr
+    assert "tokenplane gateway on" not in stdout

@@ -8,6 +8,7 @@ import gc
 import logging
 import multiprocessing
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -19,7 +20,7 @@ import typer
 
 from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
-from tokenplane.config.schema import GatewayConfig
+from tokenplane.config.schema import GatewayConfig, listen_address
 from tokenplane.observe.peers import clear_last
 
 if TYPE_CHECKING:
@@ -107,6 +108,23 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
         await server.stop()
 
 
+def _metrics_port_free(listen: str | None) -> None:
+    """The workers share the metrics port (``SO_REUSEPORT``), so a port that another
+    gateway's workers hold would be shared silently: try it alone first."""
+    if listen is None:
+        return
+    host, port = listen_address(listen)
+    if port == 0:
+        return
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        typer.echo(f"observe.metrics.listen: cannot listen on {listen} ({exc.strerror}; "
+                   "another gateway?): choose another port, or null for no metrics "
+                   "listener", err=True)
+        raise typer.Exit(2) from None
+
+
 def settle_heap() -> None:
     """Before serving: what start-up built (config, tokenizers, tables) lives as long as
     the process, so move it out of the collector's sight (``gc.freeze``) and let the
@@ -154,6 +172,7 @@ def register(app: typer.Typer) -> None:
             return
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        _metrics_port_free(cfg.observe.metrics.listen)
         clear_last(Path(cfg.data_dir or ".tokenplane") / "run")  # metrics count from zero
         target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
         code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
