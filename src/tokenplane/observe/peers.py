@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,13 +51,16 @@ def read_last(run_dir: Path, writer_id: str) -> bytes | None:
 
 
 def socket_path(run_dir: Path, writer_id: str) -> str:
-    """Where worker ``writer_id`` answers; a path too long for a unix socket becomes a
-    Linux abstract name derived from it."""
+    """Where worker ``writer_id`` answers. A data directory too deep for a unix socket
+    path (108 bytes) gets a short one in ``$TMPDIR/tokenplane-<uid>/`` (mode 0700),
+    named for a hash of the directory."""
     path = str(run_dir / f"metrics-{writer_id}.sock")
     if len(path.encode()) <= MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:24]
-    return f"\0tokenplane-{digest}-metrics-{writer_id}"
+    short = Path(tempfile.gettempdir()) / f"tokenplane-{os.getuid()}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    return str(short / f"{digest}-{writer_id}.sock")
 
 
 class MetricsPeers:
@@ -90,9 +94,8 @@ class MetricsPeers:
     async def start(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.inherited = read_last(self.run_dir, self.writer_id)
-        if not self.path.startswith("\0"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)  # left by a worker of this index that died
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)  # left by a worker of this index that died
         old = os.umask(0o177)
         try:
             self._server = await asyncio.start_unix_server(self._answer, path=self.path)
@@ -134,6 +137,5 @@ class MetricsPeers:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-            if not self.path.startswith("\0"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
