@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from tokenplane.api.metrics_routes import (
     MetricsListener,
     MetricsRoutes,
     MetricsView,
+    metrics_token,
 )
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
@@ -175,11 +175,7 @@ def _metrics(app: web.Application, gw: Gateway, ids: RequestIds, worker_id: str 
     """``/metrics`` on the public port (token or admin key), the metrics listener
     (``observe.metrics``), and with several workers their exchange of series."""
     cfg = gw.config.observe.metrics
-    token = None
-    if cfg.token_env is not None:
-        token = os.environ.get(cfg.token_env)
-        if not token:
-            raise ValueError(f"observe.metrics.token_env: ${cfg.token_env} is not set")
+    token = metrics_token(cfg)
     peers = None
     if workers > 1 and worker_id is not None:
         index = int(worker_id.removeprefix("w"))

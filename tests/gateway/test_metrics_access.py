@@ -4,12 +4,16 @@ with the token when one is configured."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
-from tests.gateway.harness import GatewayThread, sim_config
+from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tokenplane.config.schema import GatewayConfig
 
 MODEL = "sim-llama3-8b"
@@ -93,3 +97,19 @@ def test_listen_must_be_host_port(listen: str) -> None:
     cfg["observe"] = {"metrics": {"listen": listen}}
     with pytest.raises(ValueError, match="host:port"):
         GatewayConfig.model_validate(cfg)
+
+
+def test_serve_says_which_token_variable_is_unset(tmp_path: Path) -> None:
+    cfg = sim_config()
+    cfg["observe"] = {"metrics": {"token_env": "TP_TEST_METRICS_TOKEN"}}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TOKENPLANE_") and k != "TP_TEST_METRICS_TOKEN"}
+    env["TOKENPLANE_HOME"] = str(tmp_path / "home")
+    out = subprocess.run([sys.executable, "-m", "tokenplane", "serve", "--config", str(path),
+                          "--port", str(free_port())], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2
+    assert "observe.metrics.token_env: $TP_TEST_METRICS_TOKEN is not set" in out.stderr
+    assert "Traceback" not in out.stderr

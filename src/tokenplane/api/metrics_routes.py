@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hmac
 import logging
+import os
 
 import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tokenplane.api.openai_routes import RequestIds, envelope_middleware
+from tokenplane.config.schema import MetricsConfig
 from tokenplane.errors import GatewayError
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.merge import (
@@ -40,6 +42,17 @@ from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers, read_last
 
 log = logging.getLogger("tokenplane.api")
+
+
+def metrics_token(cfg: MetricsConfig) -> str | None:
+    """The bearer token ``observe.metrics.token_env`` names (None: no token); ValueError
+    naming the path when the variable is unset or empty."""
+    if cfg.token_env is None:
+        return None
+    token = os.environ.get(cfg.token_env, "").strip()
+    if not token:
+        raise ValueError(f"observe.metrics.token_env: ${cfg.token_env} is not set")
+    return token
 
 
 class MetricsView:

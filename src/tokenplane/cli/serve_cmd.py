@@ -163,6 +163,13 @@ def register(app: typer.Typer) -> None:
             for line in exc.errors:
                 typer.echo(line, err=True)
             raise typer.Exit(2) from None
+        from tokenplane.api.metrics_routes import metrics_token
+
+        try:
+            metrics_token(cfg.observe.metrics)
+        except ValueError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from None
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers
