@@ -63,11 +63,12 @@ class Supervisor:
 
     def run(self) -> int:
         """Start the workers, supervise them until a stop; the exit code."""
-        for slot in self.slots:
-            self._start(slot)
         previous = {sig: signal.signal(sig, self._on_signal)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
+            for slot in self.slots:
+                if self.stopping is None:
+                    self._start(slot)
             while not self._all_done():
                 self._step()
         finally:
@@ -165,5 +166,5 @@ class Supervisor:
         delay = min(self.backoff_max_s,
                     self.backoff_initial_s * 2 ** (slot.quick_deaths - 1))
         slot.restart_at = time.monotonic() + delay
-        log.error("worker w%d (pid %s) died (%s) after %.1f s; restarting it in %.1f s",
+        log.error("worker w%d (pid %s) died (%s) after %.1f s; restarting it in %.2f s",
                   slot.index, pid, how, lived, delay)
