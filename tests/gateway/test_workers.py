@@ -198,9 +198,11 @@ def test_one_scrape_sums_every_worker(tmp_path: Path) -> None:
         gw.close()
 
 
-def test_a_taken_metrics_port_stops_the_start(tmp_path: Path) -> None:
-    """The workers share the metrics port with SO_REUSEPORT; a port someone else holds
-    (another gateway's workers would join silently) is refused before any worker runs."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_taken_metrics_port_stops_the_start(tmp_path: Path, workers: int) -> None:
+    """A metrics port someone else holds is refused, clearly, before any worker runs
+    (several workers share it with SO_REUSEPORT: they would join another gateway's
+    workers silently)."""
     env = _env(tmp_path / "home", None)
     cfg = yaml.safe_load(_config(tmp_path).read_text())
     with socket.create_server(("127.0.0.1", 0), reuse_port=True) as taken:  # as workers do
@@ -209,7 +211,7 @@ def test_a_taken_metrics_port_stops_the_start(tmp_path: Path) -> None:
         path = tmp_path / "taken.yaml"
         path.write_text(yaml.safe_dump(cfg))
         proc = subprocess.Popen([sys.executable, "-m", "tokenplane", "serve", "--config",
-                                 str(path), "--port", str(free_port()), "--workers", "2"],
+                                 str(path), "--port", str(free_port()), "--workers", str(workers)],
                                 env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
         try:

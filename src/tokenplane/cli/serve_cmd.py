@@ -109,8 +109,9 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
 
 
 def _metrics_port_free(listen: str | None) -> None:
-    """The workers share the metrics port (``SO_REUSEPORT``), so a port that another
-    gateway's workers hold would be shared silently: try it alone first."""
+    """A clear refusal of a metrics port in use (another gateway?) before anything
+    starts; with several workers also the only one, as they share the port
+    (``SO_REUSEPORT``) and would join another gateway's workers silently."""
     if listen is None:
         return
     host, port = listen_address(listen)
@@ -173,13 +174,13 @@ def register(app: typer.Typer) -> None:
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers
+        _metrics_port_free(cfg.observe.metrics.listen)
         _bootstrap(cfg, h, p)
         if n == 1:
             _run_worker(config, h, p, 1, 0)
             return
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
-        _metrics_port_free(cfg.observe.metrics.listen)
         clear_last(Path(cfg.data_dir or ".tokenplane") / "run")  # metrics count from zero
         target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
         code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
