@@ -31,6 +31,8 @@ def _refused(resp: httpx.Response, status: int, code: str) -> None:
     assert resp.json()["error"]["code"] == code
     assert resp.headers["x-request-id"].startswith("req_")
     assert "tokenplane_requests_total" not in resp.text
+    if status == 401:
+        assert resp.headers["www-authenticate"] == "Bearer"
 
 
 def test_default_listener_is_loopback() -> None:
