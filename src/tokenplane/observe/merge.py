@@ -54,13 +54,12 @@ def encode(families: list[Family]) -> bytes:
 
 def decode(data: bytes) -> list[Family]:
     """The families :func:`encode` wrote (a NaN travels as null and comes back)."""
-    out: list[Family] = []
-    for name, typ, doc, samples in orjson.loads(data):
-        out.append((str(name), str(typ), str(doc),
-                    [(str(n), {str(k): str(v) for k, v in labels.items()},
-                      math.nan if value is None else float(value))
-                     for n, labels, value in samples]))
-    return out
+    families: list[Family] = orjson.loads(data)
+    for family in families:
+        for i, sample in enumerate(family[3]):
+            if sample[2] is None:
+                family[3][i] = (sample[0], sample[1], math.nan)
+    return families
 
 
 def counts_only(families: Sequence[Family]) -> list[Family]:
@@ -81,9 +80,9 @@ def add_counts(live: Sequence[Family], carried: Sequence[Family]) -> list[Family
         if extra is None or typ not in _SUMMED:
             out.append((name, typ, doc, samples))
             continue
-        acc = {(n, tuple(sorted(lab.items()))): (n, lab, v) for n, lab, v in samples}
+        acc = {(n, tuple(lab.items())): (n, lab, v) for n, lab, v in samples}
         for n, lab, v in extra[2]:
-            key = (n, tuple(sorted(lab.items())))
+            key = (n, tuple(lab.items()))
             seen = acc.get(key)
             acc[key] = (n, lab, v if seen is None else seen[2] + v)
         out.append((name, typ, doc, list(acc.values())))
@@ -115,7 +114,8 @@ def merge(parts: Sequence[tuple[str, Sequence[Family]]]) -> list[Metric]:
                     continue
                 if mode == "worker":
                     labels = {**labels, WORKER_LABEL: worker}
-                key = (sample, tuple(sorted(labels.items())))
+                # the same code labels every worker's series in the same order
+                key = (sample, tuple(labels.items()))
                 seen = acc.get(key)
                 if seen is None:
                     acc[key] = (sample, labels, value)
