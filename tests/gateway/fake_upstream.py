@@ -1,7 +1,9 @@
 """A tiny OpenAI-compatible upstream for usage edge cases, on a real port in a thread.
 
 The request's ``user`` field picks the usage it reports: ``zero`` (all counts 0),
-``none`` (no usage at all), anything else a normal usage block. Streams send the
+``none`` (no usage at all), anything else a normal usage block; ``hang`` never answers
+(``hanging`` counts such requests whose connection is still open: a client that closes
+it cancels the handler, as vLLM aborts a request whose client left). Streams send the
 words of ``REPLY`` one per chunk.
 """
 
@@ -28,8 +30,7 @@ def _usage(mode: str) -> dict[str, Any] | None:
     return {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}
 
 
-async def _chat(request: web.Request) -> web.StreamResponse:
-    body = await request.json()
+async def _chat(request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
     mode = str(body.get("user") or "")
     usage = _usage(mode)
     base = {"id": "chatcmpl-fake", "created": 0, "model": "fake-upstream"}
@@ -61,6 +62,20 @@ class FakeUpstream:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
+        self.hanging = 0  # "hang" requests whose connection is open (read in any thread)
+        self.hung = 0  # "hang" requests received
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if body.get("user") != "hang":
+            return await _chat(request, body)
+        self.hung += 1
+        self.hanging += 1
+        try:
+            await asyncio.Event().wait()  # cancelled when the connection closes
+        finally:
+            self.hanging -= 1
+        raise AssertionError("unreachable")
 
     @property
     def base_url(self) -> str:
@@ -72,8 +87,8 @@ class FakeUpstream:
 
         async def up() -> None:
             app = web.Application()
-            app.router.add_post("/v1/chat/completions", _chat)
-            self._runner = web.AppRunner(app, handle_signals=False)
+            app.router.add_post("/v1/chat/completions", self._handle)
+            self._runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
             await self._runner.setup()
             await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
 

@@ -22,7 +22,7 @@ from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
 from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import not_found
-from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.context import ClientLink, RequestContext
 from tokenplane.pipeline.runner import Pipeline, Reply
 
 log = logging.getLogger("tokenplane.api")
@@ -152,11 +152,14 @@ class OpenAIRoutes:
             raise too_large(request.content_length, self.max_body)
         return await request.read()
 
-    async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+    async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str],
+                  client: ClientLink | None = None) -> Reply:
         """One inference request (``path`` one of :attr:`operations`): the whole body, the
-        request headers (looked up by lower-case name). Returns the reply or raises
-        GatewayError."""
+        request headers (looked up by lower-case name), the client's connection when the
+        caller can tell that it closed (the upstream call is then cancelled when it
+        does). Returns the reply or raises GatewayError."""
         ctx = RequestContext(rid, path, self._by_path[path], raw, headers)
+        ctx.client = client
         try:
             return await self.pipeline.handle(ctx)
         except GatewayError as err:

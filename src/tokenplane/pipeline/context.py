@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,6 +29,20 @@ class StreamGuard(Protocol):
     async def extend(self, produced: int) -> bool: ...
 
     def end_note(self) -> dict[str, Any]: ...
+
+
+class ClientLink(Protocol):
+    """The client's connection as the pipeline sees it (the HTTP front implements it):
+    whether the client has gone, and one callback run when it goes (``None`` clears
+    it). ``stalled``: it was ended because the client read nothing for too long."""
+
+    @property
+    def gone(self) -> bool: ...
+
+    @property
+    def stalled(self) -> bool: ...
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -78,6 +92,7 @@ class RequestContext:
     response_headers: dict[str, str] = field(default_factory=dict)  # sent on any answer
     stream_guard: StreamGuard | None = None
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
+    client: ClientLink | None = None  # the client's connection, when the front serves it
 
     @property
     def tenant(self) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from tokenplane.errors import GatewayError
+from tokenplane.pipeline.client_watch import ClientGone
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.stages import Finisher, Stage
 from tokenplane.pipeline.upstream_call import Call, absorb_json, relay
@@ -65,7 +66,8 @@ class Pipeline:
                 await stage.run(ctx)
             resp = await self.call.send(ctx, self._attempt_failed)
         except GatewayError as err:
-            ctx.status, ctx.http_status, ctx.error_code = "error", err.status, err.code
+            ctx.status = "cancelled" if isinstance(err, ClientGone) else "error"
+            ctx.http_status, ctx.error_code = err.status, err.code
             await self._finish(ctx)
             for name, value in ctx.response_headers.items():
                 err.headers.setdefault(name, value)

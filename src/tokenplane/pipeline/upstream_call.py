@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from tokenplane.errors import GatewayError, envelope
+from tokenplane.pipeline.client_watch import ClientGone, watched
 from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.upstream_errors import upstream_failure
 from tokenplane.upstream.pool import Endpoint, pick_least_loaded
@@ -73,17 +74,21 @@ class UpstreamCall:
                 path=ctx.path, body=upstream_body(ctx), stream=ctx.stream,
                 timeouts=ep.backend.timeouts, headers={"x-request-id": ctx.request_id},
             )
+            link = ctx.client
+            if link is not None and link.gone:  # left while the stages ran
+                raise ClientGone()
             ctx.upstream_start = time.time()
             ep.in_flight += 1
             try:
-                resp = await ep.transport.send(req)
+                resp = await watched(link, ep.transport.send(req))
                 failure: GatewayError | None = None
                 if resp.status >= 400:
                     failure = upstream_failure(resp.status, resp.body, ep, ctx.request_id)
                     await resp.aclose()
             except UpstreamError as exc:
                 failure = GatewayError(exc.status, exc.message, code=exc.code)
-            except BaseException:
+            except BaseException:  # the client left (ClientGone), or a shutdown
+                ep.in_flight -= 1
                 if self.router is not None:
                     self.router.record(ep, None, cancelled=True)
                 raise

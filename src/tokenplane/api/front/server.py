@@ -80,7 +80,7 @@ class Front:
     async def _inference(self, conn: FrontConnection, req: FrontRequest) -> None:
         rid = self.new_id()
         try:
-            reply = await self.routes.run(rid, req.path, req.body, req.headers)
+            reply = await self.routes.run(rid, req.path, req.body, req.headers, conn)
         except GatewayError as err:
             self._error(conn, req, err, rid)
             return

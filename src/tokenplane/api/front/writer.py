@@ -6,7 +6,7 @@ HTTP/1.1, ended by the close for HTTP/1.0) and back-pressure (``pause_writing`` 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tokenplane.api.front.wire import Closing, FrontRequest, head
 
@@ -22,6 +22,8 @@ class AnswerWriter:
         self._write_paused = False
         self._drain: asyncio.Future[None] | None = None
         self._chunked = False  # the stream being written is chunk-framed
+        self._on_gone: Callable[[], None] | None = None
+        self.stalled = False  # a stream was ended: the client read nothing for too long
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -35,6 +37,17 @@ class AnswerWriter:
     @property
     def gone(self) -> bool:
         return self._lost or self.transport is None or self.transport.is_closing()
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None:
+        """``callback`` runs once if the client closes the connection (the request
+        being served cancels its upstream call); ``None`` clears it."""
+        self._on_gone = callback
+
+    def _gone_now(self) -> None:
+        cb = self._on_gone
+        if cb is not None:
+            self._on_gone = None
+            cb()
 
     def _write(self, data: bytes) -> None:
         if not self.gone:

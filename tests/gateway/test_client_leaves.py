@@ -1,0 +1,109 @@
+"""A client that leaves a non-stream request (issue 13, item 2): the gateway notices
+the closed connection while it waits on the upstream, drops the upstream connection
+(the engine aborts the request), bills the prompt, records ``cancelled`` / 499, and
+gives back every admission reservation at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from tests.gateway.fake_upstream import FakeUpstream
+from tests.gateway.harness import GatewayThread
+from tests.gateway.raw_http import Client, request
+from tests.gateway.sim_process import start_sim, stop_sim
+from tokenplane.meta.limit_store import LimitTarget
+
+
+def _metric(port: int, name: str) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the engine's metrics")
+
+
+def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(what)
+        time.sleep(0.02)
+
+
+def test_a_client_that_leaves_a_non_stream_call_stops_the_engine(tmp_path: Path) -> None:
+    proc, ports = start_sim(replicas=1, profile="llama3-8b-a100")  # ~100 tokens/s
+    port = ports[0]
+    try:
+        cfg = {"models": [{
+            "alias": "m", "tokenizer": "cl100k_base", "chat_template": "llama3",
+            "context_window": 8192,
+            "backends": [{"id": "remote", "type": "vllm",
+                          "base_url": f"http://127.0.0.1:{port}", "model": "sim-llama3-8b"}],
+        }]}
+        gw = GatewayThread(cfg, tmp_path).start()
+        client = openai.OpenAI(base_url=gw.base_url, api_key=gw.create_key(app="left"),
+                               max_retries=0, timeout=1.0)
+        with pytest.raises(openai.APITimeoutError):  # gives up after 1 s, as in the trial
+            client.chat.completions.create(
+                model="m", max_tokens=2500,
+                messages=[{"role": "user", "content": "write a long story"}])
+        client.close()
+        # without the fix the engine generates all 2,500 tokens (25 s)
+        _until(lambda: _metric(port, "vllm:num_requests_running") == 0, 5,
+               "the engine kept generating after the client left")
+        generated = _metric(port, "vllm:generation_tokens_total")
+        assert 0 < generated < 1000
+        gw.stop()
+        (row,) = gw.ledger_rows("app = 'left'")
+        assert (row["status"], row["http_status"], row["error_code"]) == \
+            ("cancelled", 499, "client_disconnected")
+        # the prompt reached the engine and is billed; the answer was never delivered
+        assert row["input_tokens"] > 0 and row["output_tokens"] == 0
+        assert row["usage_source"] == "estimated"
+    finally:
+        stop_sim(proc)
+
+
+def test_clients_that_leave_hung_calls_give_back_their_slots(tmp_path: Path) -> None:
+    n = 4
+    upstream = FakeUpstream().start()
+    try:
+        cfg = {"models": [{"alias": "m", "tokenizer": "cl100k_base", "backends": [
+            {"type": "vllm", "base_url": upstream.base_url}]}]}
+        gw = GatewayThread(cfg, tmp_path).start()
+        assert gw.gateway.admission is not None
+        gw.gateway.admission.limits.set(LimitTarget("conc"), {"max_concurrent": n})
+        key = gw.create_key("conc", app="hung")
+        body = orjson.dumps({"model": "m", "user": "hang",
+                             "messages": [{"role": "user", "content": "hi"}]})
+        clients = [Client(gw.port) for _ in range(n)]
+        for c in clients:
+            c.send(request("POST", "/v1/chat/completions", body, headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}))
+        _until(lambda: upstream.hanging == n, 10, "the hung calls did not reach the upstream")
+        for c in clients:
+            c.close()  # they give up
+        # the gateway dropped its upstream connections (the upstream saw them close)
+        _until(lambda: upstream.hanging == 0, 5, "the gateway kept its upstream connections")
+        # and gave back every max_concurrent slot: n new calls run at once
+        with openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0) as client, \
+                ThreadPoolExecutor(n) as pool:
+            answers = list(pool.map(lambda _: client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]), range(n)))
+        assert all(a.choices[0].message.content for a in answers)
+        gw.stop()
+        rows = gw.ledger_rows("app = 'hung'")
+        left = [r for r in rows if r["status"] != "ok"]
+        assert len(left) == n and len(rows) == 2 * n
+        assert {(r["status"], r["http_status"], r["error_code"]) for r in left} == \
+            {("cancelled", 499, "client_disconnected")}
+    finally:
+        upstream.stop()
