@@ -3,8 +3,9 @@
 The request's ``user`` field picks the usage it reports: ``zero`` (all counts 0),
 ``none`` (no usage at all), anything else a normal usage block; ``hang`` never answers
 (``hanging`` counts such requests whose connection is still open: a client that closes
-it cancels the handler, as vLLM aborts a request whose client left). Streams send the
-words of ``REPLY`` one per chunk.
+it cancels the handler, as vLLM aborts a request whose client left); ``stall-body``
+sends the head and half of a non-stream body, then nothing. Streams send the words of
+``REPLY`` one per chunk.
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ class FakeUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        if body.get("user") != "hang":
+        if body.get("user") == "stall-body":
+            resp = web.StreamResponse(headers={"content-type": "application/json"})
+            resp.content_length = 100
+            await resp.prepare(request)
+            await resp.write(b'{"id": "chatcmpl-fake", "choices": [')
+        elif body.get("user") != "hang":
             return await _chat(request, body)
         self.hung += 1
         self.hanging += 1

@@ -19,10 +19,18 @@ class _Strict(BaseModel):
 
 
 class TimeoutConfig(_Strict):
-    """Upstream timeouts in seconds; 0 disables one."""
+    """Upstream timeouts in seconds; 0 disables one (README, docs/ROUTING.md).
+
+    ``connect``: TCP (and TLS) connect. ``first_token``: a stream's head and first
+    event. ``non_stream_head``: a non-stream answer's head (vLLM, SGLang and hosted
+    APIs send it with the whole answer, so it bounds the generation: longer than any
+    answer you expect). ``between_tokens``: the longest silence once the answer
+    started (between a stream's events, between a non-stream body's bytes).
+    ``total``: the whole call. Each answers 504 ``upstream_timeout``."""
 
     connect: float = Field(5.0, ge=0)
     first_token: float = Field(60.0, ge=0)
+    non_stream_head: float = Field(300.0, ge=0)
     between_tokens: float = Field(30.0, ge=0)
     total: float = Field(600.0, ge=0)
 

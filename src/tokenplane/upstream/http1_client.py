@@ -178,13 +178,18 @@ class H1Connection(asyncio.Protocol):
             await self._wait()
         return self.status, self.headers
 
-    async def read_all(self) -> bytes:
+    async def read_all(self, idle_s: float | None = None) -> bytes:
+        """The rest of the body; TimeoutError if nothing arrives for ``idle_s``."""
         self._whole = True
         self._resume()
         while not self.complete:
             if self.error is not None:
                 raise self.error
-            await self._wait()
+            if idle_s is None:
+                await self._wait()
+                continue
+            async with asyncio.timeout(idle_s):
+                await self._wait()
         body = b"".join(self._chunks)
         self._chunks.clear()
         self._buffered = 0
