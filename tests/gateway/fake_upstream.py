@@ -4,7 +4,9 @@ The request's ``user`` field picks the usage it reports: ``zero`` (all counts 0)
 ``none`` (no usage at all), anything else a normal usage block; ``hang`` never answers
 (``hanging`` counts such requests whose connection is still open: a client that closes
 it cancels the handler, as vLLM aborts a request whose client left); ``stall-body``
-sends the head and half of a non-stream body, then nothing. Streams send the words of
+sends the head and half of a non-stream body, then nothing; ``flood`` streams
+``FLOOD`` one-token events (no usage) as fast as the reader takes them
+(``flood_bytes``: what it wrote; ``flooding``: floods still running). Streams send the words of
 ``REPLY`` one per chunk.
 """
 
@@ -20,6 +22,12 @@ from aiohttp import web
 from tests.gateway.harness import free_port
 
 REPLY = "alpha beta gamma delta"
+FLOOD = 50_000
+FLOOD_EVENT = b"data: " + orjson.dumps({
+    "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+    "model": "fake-upstream",
+    "choices": [{"index": 0, "delta": {"content": " hello"}, "finish_reason": None}],
+}) + b"\n\n"
 
 
 def _usage(mode: str) -> dict[str, Any] | None:
@@ -65,9 +73,27 @@ class FakeUpstream:
         self._runner: web.AppRunner | None = None
         self.hanging = 0  # "hang" requests whose connection is open (read in any thread)
         self.hung = 0  # "hang" requests received
+        self.flood_bytes = 0
+        self.flooding = 0
+
+    async def _flood(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        batch = FLOOD_EVENT * 50
+        self.flooding += 1
+        try:
+            for _ in range(FLOOD // 50):
+                await resp.write(batch)  # waits while the reader takes nothing
+                self.flood_bytes += len(batch)
+            await resp.write(b"data: [DONE]\n\n")
+        finally:
+            self.flooding -= 1
+        return resp
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if body.get("user") == "flood":
+            return await self._flood(request)
         if body.get("user") == "stall-body":
             resp = web.StreamResponse(headers={"content-type": "application/json"})
             resp.content_length = 100

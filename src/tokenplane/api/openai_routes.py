@@ -130,8 +130,10 @@ class OpenAIRoutes:
         max_body: int,
         new_id: Callable[[], str] | None = None,
         operations: OperationRegistry | None = None,
+        stream_stall_s: float = 60.0,
     ) -> None:
         self.pipeline = pipeline
+        self.stream_stall_s = stream_stall_s  # the front ends a stream its client stalls
         self.keys = keys
         self.metrics = metrics
         self.models_for = models_for

@@ -121,6 +121,9 @@ class ServerConfig(_Strict):
     port: int = Field(8080, ge=0, le=65535)
     workers: int = Field(1, ge=1, le=64)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # a stream whose client reads nothing for this long is ended (cancelled, billed
+    # what was relayed); 0: never (like nginx's send_timeout, 60 s)
+    stream_stall_timeout_s: float = Field(60.0, ge=0)
 
 
 class AdmissionConfig(_Strict):

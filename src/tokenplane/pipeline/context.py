@@ -12,6 +12,7 @@ from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.operations.base import Operation
+from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
@@ -74,7 +75,7 @@ class RequestContext:
     # outcome
     usage: dict[str, Any] | None = None
     usage_source: str = "upstream"
-    relayed: list[bytes] = field(default_factory=list)  # content events sent to the client
+    relayed: RelayedText | None = None  # a stream's content sent to the client (its text)
     chunks: int = 0
     response_model: str | None = None
     status: str = "ok"

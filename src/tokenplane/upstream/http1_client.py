@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import httptools
 
-_PAUSE_AT = 1 << 18  # buffered body bytes at which the socket stops being read
+# buffered body bytes at which the socket stops being read: a stream whose client
+# stops reading stops the relay, and the upstream is read no further than this
+_PAUSE_AT = 1 << 16
 
 
 class H1Error(Exception):
