@@ -7,7 +7,8 @@ Holding every relayed event costs about 300 bytes per token (0.9 MB for a 3,000-
 stream), so content events are held raw only until they add up to ``FOLD_BYTES``,
 then parsed once and folded into the visible and reasoning text: a stream keeps
 O(its text), and a short stream that ends with usage (the common case) parses
-nothing.
+nothing. The price: a long stream's events are all parsed once (about 1-2 us each),
+which the audit log (on by default, recording redacted responses) did anyway.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ def parse_event(ev: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _parse_all(events: list[bytes]) -> list[dict[str, Any]]:
+    """The JSON objects of ``data:`` events, parsed as one array (a fifth cheaper than
+    one by one); one by one if any is not JSON."""
+    datas = []
+    for ev in events:
+        data = ev[5:] if b"\n" not in ev else payload(ev + b"\n")  # one line: "data:..."
+        if data:
+            datas.append(data)
+    try:
+        objs = orjson.loads(b"[" + b",".join(datas) + b"]")
+    except orjson.JSONDecodeError:
+        return [obj for ev in events if (obj := parse_event(ev)) is not None]
+    return [obj for obj in objs if isinstance(obj, dict)]
 
 
 class RelayedText:
@@ -62,8 +78,7 @@ class RelayedText:
         pending = self.pending
         if not pending:
             return
-        events = [obj for ev in pending if (obj := parse_event(ev)) is not None]
-        text, reasoning = self.operation.stream_text(events)
+        text, reasoning = self.operation.stream_text(_parse_all(pending))
         if text:
             self._text.append(text)
         if reasoning:
