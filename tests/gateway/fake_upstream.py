@@ -1,13 +1,13 @@
 """A tiny OpenAI-compatible upstream for usage edge cases, on a real port in a thread.
 
 The request's ``user`` field picks the usage it reports: ``zero`` (all counts 0),
-``none`` (no usage at all), anything else a normal usage block; ``hang`` never answers
-(``hanging`` counts such requests whose connection is still open: a client that closes
-it cancels the handler, as vLLM aborts a request whose client left); ``stall-body``
-sends the head and half of a non-stream body, then nothing; ``flood`` streams
-``FLOOD`` one-token events (no usage) as fast as the reader takes them
-(``flood_bytes``: what it wrote; ``flooding``: floods still running). Streams send the words of
-``REPLY`` one per chunk.
+``none`` (no usage at all), anything else a normal usage block. Faults: ``hang`` never
+answers, ``hang-stream`` sends a stream's head and then nothing, ``stall-body`` the
+head and half of a non-stream body (``hanging`` counts these requests whose connection
+is still open: a client that closes it cancels the handler, as vLLM aborts a request
+whose client left); ``flood`` streams ``FLOOD`` one-token events (no usage) as fast as
+the reader takes them (``flood_bytes``: what it wrote; ``flooding``: floods still
+running). Streams send the words of ``REPLY`` one per chunk.
 """
 
 from __future__ import annotations
@@ -94,7 +94,10 @@ class FakeUpstream:
         body = await request.json()
         if body.get("user") == "flood":
             return await self._flood(request)
-        if body.get("user") == "stall-body":
+        if body.get("user") == "hang-stream":  # the head, then silence
+            resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+            await resp.prepare(request)
+        elif body.get("user") == "stall-body":
             resp = web.StreamResponse(headers={"content-type": "application/json"})
             resp.content_length = 100
             await resp.prepare(request)

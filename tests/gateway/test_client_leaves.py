@@ -107,3 +107,32 @@ def test_clients_that_leave_hung_calls_give_back_their_slots(tmp_path: Path) -> 
             {("cancelled", 499, "client_disconnected")}
     finally:
         upstream.stop()
+
+
+def test_a_client_that_leaves_a_silent_stream_is_noticed_at_once(tmp_path: Path) -> None:
+    """A stream whose upstream sent its head and then nothing (a queued engine, a long
+    think, a hung server): the client leaving is noticed without waiting for a token
+    or for ``first_token`` (60 s)."""
+    upstream = FakeUpstream().start()
+    try:
+        cfg = {"models": [{"alias": "m", "tokenizer": "cl100k_base", "backends": [
+            {"type": "vllm", "base_url": upstream.base_url}]}]}
+        gw = GatewayThread(cfg, tmp_path).start()
+        key = gw.create_key(app="silent")
+        body = orjson.dumps({"model": "m", "user": "hang-stream", "stream": True,
+                             "messages": [{"role": "user", "content": "hi"}]})
+        with Client(gw.port) as c:
+            c.send(request("POST", "/v1/chat/completions", body, headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}))
+            head = b""
+            while b"\r\n\r\n" not in head:  # the stream started: the gateway relays
+                head += c.sock.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200")
+        _until(lambda: upstream.hanging == 0, 5, "the gateway kept the silent stream")
+        gw.stop()
+        (row,) = gw.ledger_rows("app = 'silent'")
+        assert (row["status"], row["http_status"], row["error_code"]) == \
+            ("cancelled", 499, "client_disconnected")
+        assert row["output_tokens"] == 0
+    finally:
+        upstream.stop()

@@ -57,3 +57,33 @@ async def watched(link: ClientLink | None, aw: Awaitable[T]) -> T:
     if left:  # the call swallowed the cancellation: take the request back
         task.uncancel()
     return result
+
+
+class StreamWatch:
+    """A stream's watch on its client: :meth:`__call__` (the connection's ``on_gone``)
+    cancels the relaying task only while it waits on the upstream (``armed``), so a
+    client that leaves during a silence (a queued engine, a long think, a hung
+    upstream) is noticed at once; writing and the budget's checks are never cut."""
+
+    __slots__ = ("armed", "base", "fired", "left", "task")
+
+    def __init__(self, link: ClientLink) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.base = task.cancelling()
+        self.armed = False
+        self.fired = False
+        self.left = False
+        link.on_gone(self)
+
+    def __call__(self) -> None:
+        self.left = True
+        if self.armed and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+    def took_back(self) -> bool:
+        """In ``except CancelledError``: True when the cancellation was this watch's
+        (the client left); it is then taken back."""
+        return self.fired and self.task.uncancel() <= self.base

@@ -9,6 +9,7 @@ client asked for it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from tokenplane.errors import GatewayError, envelope
-from tokenplane.pipeline.client_watch import ClientGone, watched
+from tokenplane.pipeline.client_watch import ClientGone, StreamWatch, watched
 from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.relayed import RelayedText, parse_event
 from tokenplane.pipeline.upstream_errors import upstream_failure
@@ -146,12 +147,30 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
     usage-only chunk when the client did not ask for usage. Events are parsed only
     when they may carry usage or an error, or until the first token was seen.
     """
-    assert resp.events is not None
+    events = resp.events
+    assert events is not None
     done = False
     guard = ctx.stream_guard
     relayed = ctx.relayed = RelayedText(ctx.operation)
+    link = ctx.client
+    watch = StreamWatch(link) if link is not None else None
     try:
-        async for chunk in resp.events:
+        while True:
+            if watch is not None:
+                if watch.left:
+                    break
+                watch.armed = True  # the client leaving now cancels the wait below
+            try:
+                chunk = await anext(events)
+            except StopAsyncIteration:
+                break
+            except asyncio.CancelledError:
+                if watch is not None and watch.took_back():
+                    break  # the client left during the upstream's silence
+                raise
+            finally:
+                if watch is not None:
+                    watch.armed = False
             out = [ev for ev in chunk.split(b"\n\n") if ev and _keep(ctx, ev)]
             stop = False
             if guard is not None and ctx.chunks > guard.covered:
@@ -164,6 +183,8 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
                 await resp.aclose()
                 yield budget_end_events(ctx, guard.end_note() if guard else {})
                 break
+        if watch is not None and watch.left:
+            return  # cancelled (below); nobody reads what would follow
         done = True
         yield DONE
     except UpstreamError as exc:
@@ -172,8 +193,9 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
         yield DONE
         done = True
     finally:
+        if link is not None:
+            link.on_gone(None)
         if not done and ctx.status == "ok":
-            link = ctx.client
             code = ("client_stalled" if link is not None and link.stalled
                     else "client_disconnected")
             ctx.status, ctx.error_code, ctx.http_status = "cancelled", code, 499
