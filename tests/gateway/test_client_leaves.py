@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -16,9 +17,10 @@ import orjson
 import pytest
 
 from tests.gateway.fake_upstream import FakeUpstream
-from tests.gateway.harness import GatewayThread
+from tests.gateway.harness import GatewayThread, sim_config
 from tests.gateway.raw_http import Client, request
 from tests.gateway.sim_process import start_sim, stop_sim
+from tokenplane.api.front.protocol import FrontConnection
 from tokenplane.meta.limit_store import LimitTarget
 
 
@@ -136,3 +138,39 @@ def test_a_client_that_leaves_a_silent_stream_is_noticed_at_once(tmp_path: Path)
         assert row["output_tokens"] == 0
     finally:
         upstream.stop()
+
+
+def test_a_stream_whose_client_left_before_its_head_is_still_finished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client is gone when the stream's head is to be written (it left just as the
+    upstream answered): the stream is never iterated, yet its upstream is closed, its
+    reservation released and its usage recorded (once)."""
+    gw = GatewayThread(sim_config(replicas=1), tmp_path).start()
+    try:
+        assert gw.gateway.admission is not None
+        gw.gateway.admission.limits.set(LimitTarget("one"), {"max_concurrent": 1})
+        key = gw.create_key("one", app="early")
+        start_stream = FrontConnection.start_stream
+        calls: list[int] = []
+
+        def gone_once(self: FrontConnection, *args: Any) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise ConnectionResetError("the client closed the connection")
+            start_stream(self, *args)
+
+        monkeypatch.setattr(FrontConnection, "start_stream", gone_once)
+        body = {"model": "sim-llama3-8b", "stream": True, "max_tokens": 5,
+                "messages": [{"role": "user", "content": "hi"}]}
+        with Client(gw.port, timeout=5) as c:
+            c.send(request("POST", "/v1/chat/completions", orjson.dumps(body), headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}))
+            _until(lambda: len(calls) == 1, 10, "the stream did not reach its head")
+        # the only max_concurrent slot is free again
+        resp = httpx.post(gw.base_url + "/chat/completions", timeout=30, json=body,
+                          headers={"authorization": f"Bearer {key}"})
+        assert resp.status_code == 200, resp.text
+    finally:
+        gw.stop()
+    rows = gw.ledger_rows("app = 'early'")
+    assert sorted(r["status"] for r in rows) == ["cancelled", "ok"]

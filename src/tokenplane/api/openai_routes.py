@@ -182,13 +182,17 @@ class OpenAIRoutes:
         assert reply.stream is not None
         resp = web.StreamResponse(status=reply.status, headers=stream_headers(reply, rid))
         stream = reply.stream
+        started = False
         try:
             await resp.prepare(request)
+            started = True  # iterated from here: the stream's own finally cleans up
             async for event in stream:
                 await resp.write(event)
         except (ConnectionResetError, ConnectionError):
             pass  # the client went away: closing the stream cancels the upstream
         finally:
+            if not started and reply.abandon is not None:
+                await reply.abandon()
             await stream.aclose()  # type: ignore[attr-defined]
         return resp
 

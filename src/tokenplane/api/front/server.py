@@ -94,8 +94,10 @@ class Front:
             conn.respond(req, reply.status, reply_headers(reply, rid), reply.body or b"")
             return
         stream = reply.stream
+        started = False
         try:
             conn.start_stream(req, reply.status, stream_headers(reply, rid))
+            started = True  # iterated from here: the stream's own finally cleans up
             async for event in stream:
                 conn.write_chunk(event)
                 if conn.write_paused:
@@ -111,6 +113,8 @@ class Front:
             log.exception("internal error mid-stream on %s (%s)", req.path, rid)
             req.keep_alive = False
         finally:
+            if not started and reply.abandon is not None:
+                await reply.abandon()
             await stream.aclose()  # type: ignore[attr-defined]
 
     async def shutdown(self, timeout: float) -> None:
