@@ -26,7 +26,8 @@ class TimeoutConfig(_Strict):
     APIs send it with the whole answer, so it bounds the generation: longer than any
     answer you expect). ``between_tokens``: the longest silence once the answer
     started (between a stream's events, between a non-stream body's bytes).
-    ``total``: the whole call. Each answers 504 ``upstream_timeout``."""
+    ``total``: the whole call. ``connect`` answers 503 ``upstream_unavailable`` (after a
+    retry elsewhere), the others 504 ``upstream_timeout`` (an error event mid-stream)."""
 
     connect: float = Field(5.0, ge=0)
     first_token: float = Field(60.0, ge=0)
