@@ -292,7 +292,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     )
     app[GATEWAY_KEY] = gw
     routes = OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
-                          config.server.max_body_bytes, new_id=ids)
+                          config.server.max_body_bytes, new_id=ids,
+                          stream_stall_s=config.server.stream_stall_timeout_s)
     routes.install(app)
     app[OPENAI_ROUTES] = routes  # the HTTP/1.1 front serves the inference routes with it
     directory = open_directory(gw.keys)

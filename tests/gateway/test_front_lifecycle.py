@@ -84,8 +84,8 @@ def test_slow_reader_then_leaves_mid_stream(tmp_path: Path) -> None:
 
 
 def test_client_leaves_before_a_whole_answer(tmp_path: Path) -> None:
-    """As with aiohttp, a non-stream request whose client left still completes (and is
-    billed); its answer is dropped."""
+    """A non-stream request whose client left is cancelled at once (its upstream call
+    dropped, issue 13 item 2), and still recorded once: a stop waits for it."""
     gw = GatewayThread(sim_config(replicas=1, profile="llama3-8b-a100"), tmp_path).start()
     key = gw.create_key("default", app="gone")
     assert gw.server is not None and gw.server.front is not None
@@ -103,7 +103,8 @@ def test_client_leaves_before_a_whole_answer(tmp_path: Path) -> None:
         assert started.wait(10)
     gw.stop()  # waits for the request whose client left to end and be billed
     rows = gw.ledger_rows("app = 'gone'")
-    assert len(rows) == 1 and rows[0]["status"] == "ok" and rows[0]["output_tokens"] == 40
+    assert len(rows) == 1 and (rows[0]["status"], rows[0]["http_status"]) == ("cancelled", 499)
+    assert rows[0]["output_tokens"] == 0  # the answer was never delivered
 
 
 def test_graceful_stop_finishes_requests_in_flight(tmp_path: Path) -> None:

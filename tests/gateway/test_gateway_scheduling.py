@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from pydantic import ValidationError
 
 from tests.gateway.harness import GatewayThread
+from tests.gateway.raw_http import Client as RawClient
+from tests.gateway.raw_http import request
 from tests.gateway.test_routing_cluster import wait_for
 from tokenplane.config.schema import GatewayConfig
 
@@ -145,3 +148,36 @@ def test_late_deferral_is_configurable(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="late_defer_s"):
         GatewayConfig.model_validate(bad)
     assert GatewayConfig.model_validate(_config(600)).scheduling.late_defer_s == 30.0
+
+
+def test_a_client_that_leaves_the_queue_is_ended_at_once(tmp_path: Path) -> None:
+    """Issue 13 item 2: a request waiting at the gateway for a replica whose client
+    leaves is recorded cancelled / 499 at once (its reservations released), not when
+    its turn would have come."""
+    gw = GatewayThread(_config(600), tmp_path).start()
+    try:
+        order: list[str] = []
+        long = Client("long", gw, gw.create_key(app="web"), 1000, None, order)  # ~10 s
+        long.start()
+        wait_for(lambda: _running(gw))
+        key = gw.create_key(app="queued")
+        body = orjson.dumps({"model": ALIAS, "max_tokens": 3,
+                             "messages": [{"role": "user", "content": "hi"}]})
+        with RawClient(gw.port) as c:
+            c.send(request("POST", "/v1/chat/completions", body, headers={
+                "authorization": f"Bearer {key}", "content-type": "application/json"}))
+            wait_for(_queued(gw, "interactive"))
+
+        def journaled() -> bool:
+            async def get() -> int:
+                return gw.gateway.meter.stats().journaled
+            return gw.call(get()) >= 1
+
+        wait_for(journaled, 5)  # without the fix: only once the long request ends
+        assert _running(gw) and not order  # the long request still runs
+    finally:
+        gw.stop()
+    (row,) = gw.ledger_rows("app = 'queued'")
+    assert (row["status"], row["http_status"], row["error_code"]) == \
+        ("cancelled", 499, "client_disconnected")
+    assert row["input_tokens"] == 0  # never sent upstream: billed zero

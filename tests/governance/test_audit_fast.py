@@ -36,6 +36,7 @@ from tokenplane.pipeline.audit_stage import (
     _tokens,
 )
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.sse import frame
 
@@ -202,7 +203,8 @@ def _contexts(policies: GuardPolicies) -> list[RequestContext]:
         ctx.principal, ctx.error_code, ctx.stream, ctx.usage = principal, error, stream, usage
         ctx.alias, ctx.http_status, ctx.upstream_start = "m", 200 + i, 1.0 if i else None
         ctx.counts = TokenCounts(i, 0, 2, 0, 5, 0, i, 0)
-        ctx.relayed = [frame({"choices": [{"delta": {"content": "call 13800138000"}}]})]
+        ctx.relayed = RelayedText(CHAT)
+        ctx.relayed.add(frame({"choices": [{"delta": {"content": "call 13800138000"}}]}))
         if ticket:
             ctx.ticket = SimpleNamespace(grant=SimpleNamespace(limits=[limit]))
         if i:

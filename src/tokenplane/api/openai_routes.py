@@ -24,7 +24,7 @@ from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import not_found
-from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.context import ClientLink, RequestContext
 from tokenplane.pipeline.runner import Pipeline, Reply
 
 log = logging.getLogger("tokenplane.api")
@@ -132,8 +132,10 @@ class OpenAIRoutes:
         max_body: int,
         new_id: Callable[[], str] | None = None,
         operations: OperationRegistry | None = None,
+        stream_stall_s: float = 60.0,
     ) -> None:
         self.pipeline = pipeline
+        self.stream_stall_s = stream_stall_s  # the front ends a stream its client stalls
         self.keys = keys
         self.metrics = metrics
         self.models_for = models_for
@@ -155,11 +157,14 @@ class OpenAIRoutes:
             raise too_large(request.content_length, self.max_body)
         return await request.read()
 
-    async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+    async def run(self, rid: str, path: str, raw: bytes, headers: Mapping[str, str],
+                  client: ClientLink | None = None) -> Reply:
         """One inference request (``path`` one of :attr:`operations`): the whole body, the
-        request headers (looked up by lower-case name). Returns the reply or raises
-        GatewayError."""
+        request headers (looked up by lower-case name), the client's connection when the
+        caller can tell that it closed (the upstream call is then cancelled when it
+        does). Returns the reply or raises GatewayError."""
         ctx = RequestContext(rid, path, self._by_path[path], raw, headers)
+        ctx.client = client
         try:
             return await self.pipeline.handle(ctx)
         except GatewayError as err:
@@ -180,13 +185,17 @@ class OpenAIRoutes:
         assert reply.stream is not None
         resp = web.StreamResponse(status=reply.status, headers=stream_headers(reply, rid))
         stream = reply.stream
+        started = False
         try:
             await resp.prepare(request)
+            started = True  # iterated from here: the stream's own finally cleans up
             async for event in stream:
                 await resp.write(event)
         except (ConnectionResetError, ConnectionError):
             pass  # the client went away: closing the stream cancels the upstream
         finally:
+            if not started and reply.abandon is not None:
+                await reply.abandon()
             await stream.aclose()  # type: ignore[attr-defined]
         return resp
 

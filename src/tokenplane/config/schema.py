@@ -20,10 +20,19 @@ class _Strict(BaseModel):
 
 
 class TimeoutConfig(_Strict):
-    """Upstream timeouts in seconds; 0 disables one."""
+    """Upstream timeouts in seconds; 0 disables one (README, docs/ROUTING.md).
+
+    ``connect``: TCP (and TLS) connect. ``first_token``: a stream's head and first
+    event. ``non_stream_head``: a non-stream answer's head (vLLM, SGLang and hosted
+    APIs send it with the whole answer, so it bounds the generation: longer than any
+    answer you expect). ``between_tokens``: the longest silence once the answer
+    started (between a stream's events, between a non-stream body's bytes).
+    ``total``: the whole call. ``connect`` answers 503 ``upstream_unavailable`` (after a
+    retry elsewhere), the others 504 ``upstream_timeout`` (an error event mid-stream)."""
 
     connect: float = Field(5.0, ge=0)
     first_token: float = Field(60.0, ge=0)
+    non_stream_head: float = Field(300.0, ge=0)
     between_tokens: float = Field(30.0, ge=0)
     total: float = Field(600.0, ge=0)
 
@@ -114,6 +123,9 @@ class ServerConfig(_Strict):
     port: int = Field(8080, ge=0, le=65535)
     workers: int = Field(1, ge=1, le=64)
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # a stream whose client reads nothing for this long is ended (cancelled, billed
+    # what was relayed); 0: never (like nginx's send_timeout, 60 s)
+    stream_stall_timeout_s: float = Field(60.0, ge=0)
 
 
 class AdmissionConfig(_Strict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -12,6 +12,7 @@ from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.operations.base import Operation
+from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
@@ -29,6 +30,20 @@ class StreamGuard(Protocol):
     async def extend(self, produced: int) -> bool: ...
 
     def end_note(self) -> dict[str, Any]: ...
+
+
+class ClientLink(Protocol):
+    """The client's connection as the pipeline sees it (the HTTP front implements it):
+    whether the client has gone, and one callback run when it goes (``None`` clears
+    it). ``stalled``: it was ended because the client read nothing for too long."""
+
+    @property
+    def gone(self) -> bool: ...
+
+    @property
+    def stalled(self) -> bool: ...
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -60,7 +75,7 @@ class RequestContext:
     # outcome
     usage: dict[str, Any] | None = None
     usage_source: str = "upstream"
-    relayed: list[bytes] = field(default_factory=list)  # content events sent to the client
+    relayed: RelayedText | None = None  # a stream's content sent to the client (its text)
     chunks: int = 0
     response_model: str | None = None
     status: str = "ok"
@@ -78,6 +93,7 @@ class RequestContext:
     response_headers: dict[str, str] = field(default_factory=dict)  # sent on any answer
     stream_guard: StreamGuard | None = None
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
+    client: ClientLink | None = None  # the client's connection, when the front serves it
 
     @property
     def tenant(self) -> str | None:

@@ -9,24 +9,32 @@ complete is never missing from the ledger.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from tokenplane.errors import GatewayError
+from tokenplane.pipeline.client_watch import ClientGone
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.stages import Finisher, Stage
 from tokenplane.pipeline.upstream_call import Call, absorb_json, relay
 from tokenplane.upstream.sse import DONE
+from tokenplane.upstream.types import UpstreamResponse
 
 log = logging.getLogger("tokenplane.pipeline")
 
 
 @dataclass(slots=True)
 class Reply:
+    """``abandon``: for a stream that is never iterated (its client left before its
+    head could be written): cancels the upstream and runs the finishers, which the
+    stream's own ``finally`` would have done had it started."""
+
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes | None = None
     stream: AsyncIterator[bytes] | None = None
+    abandon: Callable[[], Awaitable[None]] | None = None
 
 
 class Pipeline:
@@ -65,7 +73,8 @@ class Pipeline:
                 await stage.run(ctx)
             resp = await self.call.send(ctx, self._attempt_failed)
         except GatewayError as err:
-            ctx.status, ctx.http_status, ctx.error_code = "error", err.status, err.code
+            ctx.status = "cancelled" if isinstance(err, ClientGone) else "error"
+            ctx.http_status, ctx.error_code = err.status, err.code
             await self._finish(ctx)
             for name, value in ctx.response_headers.items():
                 err.headers.setdefault(name, value)
@@ -78,7 +87,15 @@ class Pipeline:
             await self._finish(ctx)
             return Reply(resp.status, {**resp.headers, **ctx.response_headers}, body=body)
         return Reply(resp.status, {"content-type": "text/event-stream", **ctx.response_headers},
-                     stream=self._stream(ctx, relay(ctx, resp)))
+                     stream=self._stream(ctx, relay(ctx, resp)),
+                     abandon=partial(self._abandon, ctx, resp))
+
+    async def _abandon(self, ctx: RequestContext, resp: UpstreamResponse) -> None:
+        if ctx.status == "ok":
+            ctx.status, ctx.error_code, ctx.http_status = "cancelled", "client_disconnected", 499
+        await resp.aclose()
+        self._release(ctx)
+        await self._finish(ctx)
 
     def _release(self, ctx: RequestContext) -> None:
         if ctx.endpoint is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tokenplane.config.schema import ModelConfig
+from tokenplane.pipeline.client_watch import ClientGone, watched
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
 from tokenplane.pipeline.route_info import RouteInfo
@@ -37,7 +38,12 @@ class ScheduleStage:
             return  # nothing is up: the route stage tries what it can
         info.queue = target[0]
         item = QueuedRequest(info.req, slo, self.hub.clock())
-        le = await self.hub.acquire(target, item)
+        link = ctx.client
+        if link is not None and link.gone:
+            raise ClientGone()
+        # a client that leaves while queued ends its request at once (its reservations
+        # released); its queue entry is skipped when its turn comes
+        le = await watched(link, self.hub.acquire(target, item))
         self.routing.bind(ctx, le.alias, le.endpoint)
 
 

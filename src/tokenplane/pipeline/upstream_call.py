@@ -1,13 +1,15 @@
 """The upstream stage: send to the chosen replica, relay its answer, record timings.
 
 Streams are relayed event by event as the upstream's bytes; each event is parsed only
-for timing, usage and the text needed to count tokens if the client goes away. The
+for timing and usage; the text needed to count tokens if the client goes away is kept
+as text (``pipeline/relayed.py``), not as the events. The
 upstream is always asked for usage; the usage chunk reaches the client only if the
 client asked for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -15,10 +17,12 @@ from typing import Any, Protocol
 import orjson
 
 from tokenplane.errors import GatewayError, envelope
+from tokenplane.pipeline.client_watch import ClientGone, StreamWatch, watched
 from tokenplane.pipeline.context import RequestContext, StreamGuard
+from tokenplane.pipeline.relayed import RelayedText, parse_event
 from tokenplane.pipeline.upstream_errors import upstream_failure
 from tokenplane.upstream.pool import Endpoint, pick_least_loaded
-from tokenplane.upstream.sse import DONE, frame, payload
+from tokenplane.upstream.sse import DONE, frame
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
 
 RETRYABLE = frozenset({502, 503})
@@ -73,17 +77,21 @@ class UpstreamCall:
                 path=ctx.path, body=upstream_body(ctx), stream=ctx.stream,
                 timeouts=ep.backend.timeouts, headers={"x-request-id": ctx.request_id},
             )
+            link = ctx.client
+            if link is not None and link.gone:  # left while the stages ran
+                raise ClientGone()
             ctx.upstream_start = time.time()
             ep.in_flight += 1
             try:
-                resp = await ep.transport.send(req)
+                resp = await watched(link, ep.transport.send(req))
                 failure: GatewayError | None = None
                 if resp.status >= 400:
                     failure = upstream_failure(resp.status, resp.body, ep, ctx.request_id)
                     await resp.aclose()
             except UpstreamError as exc:
                 failure = GatewayError(exc.status, exc.message, code=exc.code)
-            except BaseException:
+            except BaseException:  # the client left (ClientGone), or a shutdown
+                ep.in_flight -= 1
                 if self.router is not None:
                     self.router.record(ep, None, cancelled=True)
                 raise
@@ -139,15 +147,35 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
     usage-only chunk when the client did not ask for usage. Events are parsed only
     when they may carry usage or an error, or until the first token was seen.
     """
-    assert resp.events is not None
+    events = resp.events
+    assert events is not None
     done = False
     guard = ctx.stream_guard
+    relayed = ctx.relayed = RelayedText(ctx.operation)
+    link = ctx.client
+    watch = StreamWatch(link) if link is not None else None
     try:
-        async for chunk in resp.events:
+        while True:
+            if watch is not None:
+                if watch.left:
+                    break
+                watch.armed = True  # the client leaving now cancels the wait below
+            try:
+                chunk = await anext(events)
+            except StopAsyncIteration:
+                break
+            except asyncio.CancelledError:
+                if watch is not None and watch.took_back():
+                    break  # the client left during the upstream's silence
+                raise
+            finally:
+                if watch is not None:
+                    watch.armed = False
             out = [ev for ev in chunk.split(b"\n\n") if ev and _keep(ctx, ev)]
             stop = False
             if guard is not None and ctx.chunks > guard.covered:
-                out, stop = await _guarded(ctx, guard, out)
+                out, stop = await _guarded(ctx, guard, out, relayed.pending)
+            relayed.settle()
             if out:
                 out.append(b"")
                 yield b"\n\n".join(out)
@@ -155,6 +183,8 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
                 await resp.aclose()
                 yield budget_end_events(ctx, guard.end_note() if guard else {})
                 break
+        if watch is not None and watch.left:
+            return  # cancelled (below); nobody reads what would follow
         done = True
         yield DONE
     except UpstreamError as exc:
@@ -163,13 +193,17 @@ async def relay(ctx: RequestContext, resp: UpstreamResponse) -> AsyncIterator[by
         yield DONE
         done = True
     finally:
+        if link is not None:
+            link.on_gone(None)
         if not done and ctx.status == "ok":
-            ctx.status, ctx.error_code, ctx.http_status = "cancelled", "client_disconnected", 499
+            code = ("client_stalled" if link is not None and link.stalled
+                    else "client_disconnected")
+            ctx.status, ctx.error_code, ctx.http_status = "cancelled", code, 499
         await resp.aclose()
 
 
 async def _guarded(
-    ctx: RequestContext, guard: StreamGuard, out: list[bytes]
+    ctx: RequestContext, guard: StreamGuard, out: list[bytes], counted: list[bytes]
 ) -> tuple[list[bytes], bool]:
     """Asks the guard to cover the content events just absorbed, *before* they are
     forwarded (one token per content event). Returns the events that may be sent and
@@ -181,7 +215,7 @@ async def _guarded(
     kept: list[bytes] = []
     dropped = 0
     for ev in reversed(out):  # drop the uncovered content events, newest first
-        if dropped < excess and ctx.relayed and ev is ctx.relayed[-1 - dropped]:
+        if dropped < excess and len(counted) > dropped and ev is counted[-1 - dropped]:
             dropped += 1
             continue
         kept.append(ev)
@@ -193,7 +227,8 @@ def budget_end_events(ctx: RequestContext, note: dict[str, Any]) -> bytes:
     """The closing events of a stream a budget ended: a chunk with
     ``finish_reason: "length"`` (and a ``tokenplane`` field saying why), then an SSE
     comment line that OpenAI clients ignore."""
-    last = _parse(ctx.relayed[-1]) if ctx.relayed else None
+    newest = ctx.relayed.last if ctx.relayed is not None else None
+    last = parse_event(newest) if newest is not None else None
     base = last or {}
     op = ctx.operation
     obj: dict[str, Any] = {
@@ -216,7 +251,7 @@ def _keep(ctx: RequestContext, ev: bytes) -> bool:
     if ev.startswith(b"data: [DONE]") or not ev.startswith(b"data:"):
         return False
     if b'"usage":{' in ev or b'"usage": {' in ev or b'"error"' in ev or ctx.first_token is None:
-        obj = _parse(ev)
+        obj = parse_event(ev)
         if obj is None:
             return False
         if "error" in obj:
@@ -237,27 +272,13 @@ def _keep(ctx: RequestContext, ev: bytes) -> bool:
         ctx.first_token = now
     ctx.last_token = now
     ctx.chunks += 1
-    ctx.relayed.append(ev)
+    relayed = ctx.relayed
+    assert relayed is not None  # relay() made it
+    relayed.add(ev)
     return True
-
-
-def _parse(ev: bytes) -> dict[str, Any] | None:
-    data = payload(ev + b"\n")
-    if data is None:
-        return None
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def relayed_text(ctx: RequestContext) -> tuple[str, str]:
     """The visible and reasoning text relayed so far (to count it when the upstream
     reported no usage, e.g. when the client went away)."""
-    events = []
-    for ev in ctx.relayed:  # one plain loop: a stream's 64+ events, on every audited stream
-        obj = _parse(ev)
-        if obj:
-            events.append(obj)
-    return ctx.operation.stream_text(events)
+    return ctx.relayed.text() if ctx.relayed is not None else ("", "")

@@ -25,7 +25,9 @@ from urllib.parse import urlsplit
 
 import httptools
 
-_PAUSE_AT = 1 << 18  # buffered body bytes at which the socket stops being read
+# buffered body bytes at which the socket stops being read: a stream whose client
+# stops reading stops the relay, and the upstream is read no further than this
+_PAUSE_AT = 1 << 16
 
 
 class H1Error(Exception):
@@ -178,13 +180,18 @@ class H1Connection(asyncio.Protocol):
             await self._wait()
         return self.status, self.headers
 
-    async def read_all(self) -> bytes:
+    async def read_all(self, idle_s: float | None = None) -> bytes:
+        """The rest of the body; TimeoutError if nothing arrives for ``idle_s``."""
         self._whole = True
         self._resume()
         while not self.complete:
             if self.error is not None:
                 raise self.error
-            await self._wait()
+            if idle_s is None:
+                await self._wait()
+                continue
+            async with asyncio.timeout(idle_s):
+                await self._wait()
         body = b"".join(self._chunks)
         self._chunks.clear()
         self._buffered = 0

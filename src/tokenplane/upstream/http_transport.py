@@ -1,9 +1,10 @@
 """Transport to an OpenAI-compatible server over HTTP (vLLM, SGLang, OpenAI, ...).
 
 One pool of keep-alive HTTP/1.1 connections per upstream (``upstream/http1_client.py``).
-Timeouts: connect, first token (time to response headers and first event), between
-tokens, and total. SSE events are split on blank lines and handed on as bytes, never
-re-encoded.
+Timeouts (``config.schema.TimeoutConfig``): connect; a stream's head and first event
+(``first_token``) or a non-stream answer's head (``non_stream_head``); the longest
+silence after that (``between_tokens``); the whole call (``total``). SSE events are
+split on blank lines and handed on as bytes, never re-encoded.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ class HttpTransport:
         t = req.timeouts
         loop = asyncio.get_running_loop()
         deadline = loop.time() + t.total if t.total else None
-        # a stream must start within first_token; a non-stream answer comes whole, so
-        # only the total timeout bounds it
-        first = (t.first_token or None) if req.stream else None
+        # the head must come within first_token (a stream: with its first event) or
+        # non_stream_head (a whole answer's head comes with its body); then the body
+        # may fall silent for at most between_tokens
+        first = (t.first_token if req.stream else t.non_stream_head) or None
         conn: H1Connection | None = None
+        waited = "a response"
         try:
             async with asyncio.timeout_at(_sooner(loop.time(), first, deadline)):
                 path = req.path
@@ -72,14 +75,15 @@ class HttpTransport:
                                                 t.connect or None)
                 status, headers = await conn.head()
                 if not req.stream or status >= 400:
-                    body = await conn.read_all()  # still under the timeout above
+                    waited = "the rest of the answer"
+                    body = await conn.read_all(t.between_tokens or None)  # and the above
                     self._pool.release(conn)
                     conn = None  # the pool's again
                     return UpstreamResponse(status, _pick(headers), body=body)
         except TimeoutError:
             _drop(conn)
             raise UpstreamError(
-                504, "upstream timed out before responding", "upstream_timeout"
+                504, f"upstream timed out waiting for {waited}", "upstream_timeout"
             ) from None
         except H1ConnectError as exc:
             raise UpstreamError(

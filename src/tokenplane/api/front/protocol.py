@@ -10,9 +10,12 @@ sends is read and dropped for a moment so that it sees the answer rather than a 
 Between requests the connection stays open (HTTP/1.1, or HTTP/1.0 with keep-alive)
 until it has been idle for ``keepalive_s``.
 
-A client that goes away is handled as aiohttp handles it: the request being served is
-not cancelled; what it writes next fails with ``ConnectionResetError`` (a stream then
-stops and closes, which cancels the upstream request), and a whole answer is dropped.
+A client that goes away (its FIN or reset ends the connection) is noticed at once: the
+request being served is not cancelled as a whole (its finishers must run), but the
+upstream call it waits on is (``pipeline/client_watch.py``: the upstream connection is
+dropped, the engine aborts, the ledger says ``cancelled`` / 499); what a stream writes
+next fails with ``ConnectionResetError`` (the stream then stops and closes, which
+cancels the upstream request), and a whole answer is dropped.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         d = self._drain
         if d is not None and not d.done():
             d.set_exception(ConnectionResetError("the client closed the connection"))
+        self._gone_now()
         if self._task is None:  # else when its request ends: a stop waits for it
             self.server.closed(self)
 

@@ -24,6 +24,7 @@ from aiohttp import web
 from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
 from tokenplane.api.front.wire import FrontRequest
+from tokenplane.api.front.writer import ClientStalled
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
@@ -50,6 +51,7 @@ class Front:
         self.keepalive_s = keepalive_s
         self.relay = relay
         self.inference_paths = routes.operations.by_path  # the endpoint kinds' paths
+        self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
         self.connections: set[FrontConnection] = set()
         self._all_closed: asyncio.Event | None = None
@@ -80,7 +82,7 @@ class Front:
     async def _inference(self, conn: FrontConnection, req: FrontRequest) -> None:
         rid = self.new_id()
         try:
-            reply = await self.routes.run(rid, req.path, req.body, req.headers)
+            reply = await self.routes.run(rid, req.path, req.body, req.headers, conn)
         except GatewayError as err:
             self._error(conn, req, err, rid)
             return
@@ -92,19 +94,27 @@ class Front:
             conn.respond(req, reply.status, reply_headers(reply, rid), reply.body or b"")
             return
         stream = reply.stream
+        started = False
         try:
             conn.start_stream(req, reply.status, stream_headers(reply, rid))
+            started = True  # iterated from here: the stream's own finally cleans up
             async for event in stream:
                 conn.write_chunk(event)
                 if conn.write_paused:
-                    await conn.drain()
+                    await conn.drain(self.stall_s)
             conn.end_stream()
+        except ClientStalled:  # the stream is closed below (cancelling the upstream)
+            req.keep_alive = False
+            if conn.transport is not None:
+                conn.transport.abort()  # what it holds would never be read
         except ConnectionError:
             pass  # the client went away: closing the stream cancels the upstream
         except Exception:  # the head went out: end the connection under the broken body
             log.exception("internal error mid-stream on %s (%s)", req.path, rid)
             req.keep_alive = False
         finally:
+            if not started and reply.abandon is not None:
+                await reply.abandon()
             await stream.aclose()  # type: ignore[attr-defined]
 
     async def shutdown(self, timeout: float) -> None:

@@ -1,16 +1,33 @@
 """The write side of a front connection: whole answers, streamed answers (chunked for
 HTTP/1.1, ended by the close for HTTP/1.0) and back-pressure (``pause_writing`` /
 ``resume_writing``). Once the client is gone, writing a stream raises
-``ConnectionResetError`` and a whole answer is dropped, as with aiohttp."""
+``ConnectionResetError`` and a whole answer is dropped, as with aiohttp.
+
+A stream's connection gets small buffers (``_STREAM_HIGH`` in the transport, at most
+``_STREAM_UNSENT`` not yet sent in the kernel: ``TCP_NOTSENT_LOWAT``, which bounds the
+kernel's queue without turning off its send-buffer autotuning), so a client that stops
+reading stops the relay (and so the reading of the upstream) after a few tens of KiB
+beyond what its own receive window holds, and :meth:`AnswerWriter.drain` fails with
+:class:`ClientStalled` when it has read nothing for the stall time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import contextlib
+import socket
+from collections.abc import Callable, Mapping
 
 from tokenplane.api.front.wire import Closing, FrontRequest, head
 
 _COPY_MAX = 1 << 16  # a larger body is not copied behind its head
+_STREAM_HIGH = 1 << 14  # a stream's transport buffer: writing pauses above this
+_STREAM_UNSENT = 1 << 14  # and the kernel holds at most this much not yet sent
+_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", None)  # Linux, macOS
+
+
+class ClientStalled(ConnectionError):
+    """The client read nothing of its stream for the stall time."""
 
 
 class AnswerWriter:
@@ -22,6 +39,9 @@ class AnswerWriter:
         self._write_paused = False
         self._drain: asyncio.Future[None] | None = None
         self._chunked = False  # the stream being written is chunk-framed
+        self._on_gone: Callable[[], None] | None = None
+        self.stalled = False  # a stream was ended: the client read nothing for too long
+        self._small = False  # the stream buffers are set on this connection
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -35,6 +55,17 @@ class AnswerWriter:
     @property
     def gone(self) -> bool:
         return self._lost or self.transport is None or self.transport.is_closing()
+
+    def on_gone(self, callback: Callable[[], None] | None) -> None:
+        """``callback`` runs once if the client closes the connection (the request
+        being served cancels its upstream call); ``None`` clears it."""
+        self._on_gone = callback
+
+    def _gone_now(self) -> None:
+        cb = self._on_gone
+        if cb is not None:
+            self._on_gone = None
+            cb()
 
     def _write(self, data: bytes) -> None:
         if not self.gone:
@@ -70,8 +101,18 @@ class AnswerWriter:
         if self.server.closing or not self._chunked:
             req.keep_alive = False
         assert self.transport is not None
+        if not self._small:
+            self._small_buffers(self.transport)
         self.transport.write(head(req, status, headers,
                                   "transfer-encoding: chunked\r\n" if self._chunked else ""))
+
+    def _small_buffers(self, t: asyncio.Transport) -> None:
+        self._small = True
+        t.set_write_buffer_limits(high=_STREAM_HIGH)
+        sock = t.get_extra_info("socket")
+        if sock is not None and _NOTSENT_LOWAT is not None:
+            with contextlib.suppress(OSError):  # not TCP (a test's pipe), or not allowed
+                sock.setsockopt(socket.IPPROTO_TCP, _NOTSENT_LOWAT, _STREAM_UNSENT)
 
     def write_chunk(self, data: bytes) -> None:
         """A piece of the body; raises ConnectionResetError if the client is gone. Call
@@ -87,17 +128,26 @@ class AnswerWriter:
     def write_paused(self) -> bool:
         return self._write_paused
 
-    async def drain(self) -> None:
-        """Waits while the socket's write buffer is full (the client reads slowly)."""
+    async def drain(self, stall_s: float = 0.0) -> None:
+        """Waits while the socket's write buffer is full (the client reads slowly);
+        raises :class:`ClientStalled` if it stays full for ``stall_s`` (0: no limit)."""
         if self._lost:
             raise ConnectionResetError("the client closed the connection")
         if not self._write_paused:
             return
-        self._drain = self._loop.create_future()
+        d = self._drain = self._loop.create_future()
+        timer = self._loop.call_later(stall_s, self._stall, d) if stall_s > 0 else None
         try:
-            await self._drain
+            await d
         finally:
             self._drain = None
+            if timer is not None:
+                timer.cancel()
+
+    def _stall(self, d: asyncio.Future[None]) -> None:
+        if not d.done():
+            self.stalled = True
+            d.set_exception(ClientStalled("the client read nothing of its stream"))
 
     def end_stream(self) -> None:
         if self._chunked and not self.gone:

@@ -100,7 +100,11 @@ async def serve_replicas(
                 prof, tok, build_ids, model_name, max_model_len=max_model_len,
                 record_bodies=record_bodies, seed=seed + i, jitter=jitter,
             )
-            runner = web.AppRunner(build_engine_app([service]), access_log=None)
+            # a client that closes its connection cancels its handler, as vLLM aborts a
+            # request whose client left (a non-stream one included: Generation.wait
+            # aborts the engine request when cancelled)
+            runner = web.AppRunner(build_engine_app([service]), access_log=None,
+                                   handler_cancellation=True)
             await runner.setup()
             runners.append(runner)
             site = web.TCPSite(runner, host, port + i if port else 0)
