@@ -13,6 +13,7 @@ from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
@@ -193,6 +194,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
         client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw
+    app[FRONT_LIMITS] = FrontLimits.of(config.server)  # the front's deadlines and caps
     routes = OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
                           config.server.max_body_bytes, new_id=ids)
     routes.install(app)
