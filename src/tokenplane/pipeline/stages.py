@@ -1,17 +1,27 @@
-"""The stages before the upstream call: auth -> validate -> tokens -> admission ->
-schedule -> route. Each is a small class with one ``run(ctx)`` method."""
+"""The stages before the upstream call: auth -> validate -> [prompt floor] -> tokens
+-> admission -> schedule -> route. Each is a small class with one ``run(ctx)`` method.
+
+A large request (a body of ``OFFLOAD_BYTES`` or more) is first held against the
+floor of its prompt's tokens (``tokens/char_floor.py``: from its characters, without
+tokenizing, never above the count): one that cannot fit the context window is
+refused at once. What may fit is counted off the event loop, in turn per tenant
+(``pipeline/count_offload.py``).
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
 from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Pool
 
@@ -93,6 +103,11 @@ class PromptCounter(Protocol):
     def count(self, model: ModelConfig, operation: Operation, body: dict[str, Any]
               ) -> PromptCount: ...
 
+    def floor(self, model: ModelConfig, operation: Operation, body: dict[str, Any]
+              ) -> int | None:
+        """The fewest tokens the prompt can have, without tokenizing; None: unknown."""
+        ...
+
 
 class PromptCount(Protocol):
     counts: TokenCounts
@@ -101,17 +116,58 @@ class PromptCount(Protocol):
     flags: frozenset[str]
 
 
+def refuse_beyond_window(ctx: RequestContext, counter: PromptCounter, output: int) -> None:
+    """A large request whose prompt's floor plus ``output`` tokens is beyond the
+    model's context window: the 400 it would get once counted, now."""
+    if not ctx.operation.generates or len(ctx.raw) < OFFLOAD_BYTES:
+        return
+    assert ctx.model is not None
+    floor = counter.floor(ctx.model, ctx.operation, ctx.body)
+    window = ctx.model.context_window
+    if floor is not None and floor + output > window:
+        raise invalid(
+            f"This model's maximum context length is {window} tokens. However, you "
+            f"requested at least {floor + output} tokens (at least {floor} in the "
+            f"{ctx.operation.content_field}, {output} in the completion). Please reduce "
+            f"the length of the {ctx.operation.content_field} or completion.",
+            param=ctx.operation.content_field, code="context_length_exceeded",
+        )
+
+
+class PromptFloorStage:
+    """Before the input guard (whose scans of a large prompt cost about as much as
+    counting it): refuses a large prompt whose floor cannot fit the window with one
+    output token, unless the principal's guard may shorten the prompt (masking,
+    stripping tools), whose prompt the tokens stage holds against its floor after
+    the guard."""
+
+    def __init__(self, counter: PromptCounter, shrinks: Callable[[Principal], bool]) -> None:
+        self.counter = counter
+        self.shrinks = shrinks
+
+    async def run(self, ctx: RequestContext) -> None:
+        if len(ctx.raw) >= OFFLOAD_BYTES and ctx.principal is not None \
+                and not self.shrinks(ctx.principal):
+            refuse_beyond_window(ctx, self.counter, 1)
 
 
 class TokensStage:
-    """Counts prompt tokens by source; refuses a prompt that cannot fit the window."""
+    """Counts prompt tokens by source; refuses a prompt that cannot fit the window
+    (a large one first by its floor, before it is counted, off the loop)."""
 
-    def __init__(self, counter: PromptCounter) -> None:
+    def __init__(self, counter: PromptCounter, offload: CountOffload | None = None) -> None:
         self.counter = counter
+        self.offload = offload
 
     async def run(self, ctx: RequestContext) -> None:
         assert ctx.model is not None
-        result = self.counter.count(ctx.model, ctx.operation, ctx.body)
+        if len(ctx.raw) < OFFLOAD_BYTES or self.offload is None:
+            result = self.counter.count(ctx.model, ctx.operation, ctx.body)
+        else:
+            refuse_beyond_window(ctx, self.counter, ctx.max_tokens or 1)
+            tenant = ctx.principal.tenant if ctx.principal is not None else ""
+            result = await self.offload.run(tenant, functools.partial(
+                self.counter.count, ctx.model, ctx.operation, ctx.body))
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
         ctx.estimated_input_tokens = prompt = result.counts.prompt
