@@ -135,7 +135,7 @@ async def phase(url: str, keys: dict[str, str], model: str, seconds: float, vict
     out: dict[str, Any] = {"victim_p50_ms": pct(lat, 0.5), "victim_p99_ms": pct(lat, 0.99),
                            "victim_rps": round(len(lat) / elapsed, 1), "victim_n": len(lat)}
     if attack is not None:
-        out["attack_statuses"] = dict(statuses)
+        out["attack_statuses"] = {str(k): v for k, v in sorted(statuses.items())}
         out["attack_p50_ms"] = pct(attack_lat, 0.5)
     return out
 
@@ -163,6 +163,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     base = await phase(url, keys, model, args.seconds, args.victims, None)
                     hit = await phase(url, keys, model, args.seconds, args.victims, attack)
                     results[f"{scenario}/{tree}"] = {"baseline": base, "attack": hit}
+                    print(f"{scenario}/{tree}: {results[f'{scenario}/{tree}']}",
+                          file=sys.stderr)
                     proc.terminate()
                     proc.wait(30)
         finally:

@@ -50,6 +50,15 @@ class CharFloor:
             n = len(unicodedata.normalize("NFC", text))
         return -(-n // self.per_token)
 
+    def run_tokens(self, texts: list[str]) -> int:
+        """The fewest tokens ``"".join(texts)`` can take (joined only where NFC could
+        merge characters across the parts: megabytes are not copied for nothing)."""
+        if len(texts) == 1:
+            return self.tokens(texts[0])
+        if self.nfc and not all(t.isascii() for t in texts):
+            return self.tokens("".join(texts))
+        return -(-sum(map(len, texts)) // self.per_token)
+
 
 def char_floor(tokenizer: Tokenizer) -> CharFloor | None:
     """The tokenizer's floor (its ``char_floor()``), or None when it has none."""

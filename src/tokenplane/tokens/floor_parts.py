@@ -26,17 +26,17 @@ class FloorParts:
     def messages(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> CountResult:
         total = 0
         run: list[str] = []
-        tokens = self.floor.tokens
+        tokens = self.floor.run_tokens
         for p in self.template.pieces(normalize(messages), tools):
             if p.ids:
                 if run:
-                    total += tokens("".join(run))
-                    run.clear()
+                    total += tokens(run)
+                    run = []
                 total += len(p.ids)
             elif p.text:
                 run.append(p.text)
         if run:
-            total += tokens("".join(run))
+            total += tokens(run)
         return CountResult(TokenCounts(user=total))
 
     def _items(self, value: Any) -> CountResult:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from aiohttp import web
 
@@ -41,6 +42,7 @@ from tokenplane.errors import GatewayError, error_body
 log = logging.getLogger("tokenplane.api")
 
 _REFUSING_MAX = 64  # 503s to over-cap connections under way at once; more are dropped
+_WARN_EVERY_S = 10.0
 
 
 class Front:
@@ -68,6 +70,8 @@ class Front:
         self.admitted = 0  # connections counted against the caps
         self.by_address: dict[str, int] = {}
         self.refusing = 0  # connections over a cap, being answered 503
+        self.refused = 0  # connections refused since the start
+        self._warn_after = 0.0
         self._all_closed: asyncio.Event | None = None
 
     def opened(self, conn: FrontConnection) -> GatewayError | None:
@@ -91,14 +95,16 @@ class Front:
             conn.transport.abort()
             return None
         self.refusing += 1
-        if self.admitted >= self.max_connections:
-            log.warning("front: %d connections open, the most this worker takes; "
-                        "refusing %s", self.admitted, addr or "?")
-            what = "The gateway holds as many connections as it takes"
-        else:
-            log.warning("front: %d connections open from %s, the most one address may "
-                        "hold; refusing another", held, addr)
-            what = "Too many connections from your address are open"
+        self.refused += 1
+        full = self.admitted >= self.max_connections
+        now = time.monotonic()
+        if now >= self._warn_after:  # at most one line per _WARN_EVERY_S under a flood
+            self._warn_after = now + _WARN_EVERY_S
+            log.warning("front: refusing connections (%d so far): %s", self.refused,
+                        f"{self.admitted} open, the most this worker takes" if full else
+                        f"{held} open from {addr}, the most one address may hold")
+        what = ("The gateway holds as many connections as it takes" if full
+                else "Too many connections from your address are open")
         return GatewayError(503, f"{what}; close some, or retry later.",
                             code="too_many_connections", headers={"retry-after": "1"})
 
