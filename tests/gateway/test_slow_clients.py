@@ -238,3 +238,20 @@ def test_refused_connection_when_no_answer_fits(tmp_path: Path) -> None:
                 front.refusing = 0
     finally:
         gw.stop()
+
+
+def test_config_check_names_bad_server_limits(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokenplane.cli.main import build_cli
+
+    f = tmp_path / "c.yaml"
+    f.write_text("server:\n  header_timeout_s: 0\n  body_min_rate: fast\n"
+                 "  max_connections: 0\n  max_connections_per_address: -1\n"
+                 "models: [{alias: m, backends: [{type: sim}]}]\n")
+    result = CliRunner().invoke(build_cli(), ["config", "check", str(f)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    for field in ("header_timeout_s", "body_min_rate", "max_connections",
+                  "max_connections_per_address"):
+        assert any(line.startswith(f"server.{field}: ") for line in lines), (field, lines)
