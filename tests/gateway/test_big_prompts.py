@@ -17,6 +17,7 @@ import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
 from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
+from tokenplane.pipeline.guard_stages import InputGuardStage
 from tokenplane.pipeline.stages import TokensStage
 
 MODEL = "sim-llama3-8b"
@@ -112,6 +113,34 @@ def test_prompt_beyond_window_refused_untokenized(tmp_path: Path, governance: st
             chat(c, "a b c d " * 20_000)  # 160,000 characters, ~80,000 tokens; floor 1,250
         assert_too_long(err.value)
         assert max(watch.seen) >= 160_000
+    finally:
+        gw.stop()
+
+
+def test_over_window_prompt_refused_before_the_guard_scans_it(tmp_path: Path) -> None:
+    """A window the floor cannot settle (100,000 tokens): the prompt is counted, off the
+    loop, before the input guard, whose scans of it would cost as much again, and
+    refused without being scanned."""
+    gw = GatewayThread(sim_config(replicas=1, context_window=100_000), tmp_path).start()
+    try:
+        guard = next(s for s in gw.gateway.pipeline.stages if isinstance(s, InputGuardStage))
+        scanned: list[int] = []
+        real = guard.run
+
+        async def watched(ctx: Any) -> None:
+            scanned.append(len(ctx.raw))
+            await real(ctx)
+
+        guard.run = watched  # type: ignore[method-assign]
+        watch = Tokenizing(gw)
+        c = client(gw, gw.create_key("default"))
+        with pytest.raises(openai.BadRequestError) as err:  # ~160,000 tokens; floor 2,500
+            chat(c, "a b c d " * 40_000)
+        assert_too_long(err.value)
+        assert max(watch.seen) >= 320_000  # counted ...
+        assert max(scanned, default=0) < 100_000  # ... but never scanned
+        assert chat(c, "a b c d " * 10_000).usage.prompt_tokens > 10_000  # fits: guarded
+        assert max(scanned) >= 80_000
     finally:
         gw.stop()
 

@@ -31,8 +31,8 @@ from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.stages import (
     AuthStage,
+    EarlyCountStage,
     Finisher,
-    PromptFloorStage,
     Stage,
     TokensStage,
     ValidateStage,
@@ -58,9 +58,9 @@ class PipelineParts:
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
 
 
-def guard_may_shorten(policies: GuardPolicies) -> Callable[[Principal], bool]:
-    """Whether the principal's input guard may make the prompt shorter (PII masked or
-    tokenized, tools stripped), so that its floor is only known after the guard."""
+def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
+    """Whether the principal's input guard may change the prompt (PII masked or
+    tokenized, tools stripped), so that it is only counted after the guard."""
     shortening = {PiiAction.MASK, PiiAction.TOKENIZE}
 
     def rewrites(pii: PiiPolicy | None) -> bool:
@@ -76,10 +76,11 @@ def guard_may_shorten(policies: GuardPolicies) -> Callable[[Principal], bool]:
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
-    if gov is not None:  # a prompt that cannot fit is refused before the guard scans it
-        stages.append(PromptFloorStage(counters, guard_may_shorten(gov.policies)))
+    tokens = TokensStage(counters, CountOffload())
+    if gov is not None:  # a large prompt the guard leaves is counted before it scans it
+        stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
         stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent
-    stages.append(TokensStage(counters, CountOffload()))
+    stages.append(tokens)
     if gov is not None:
         stages.append(ContextPolicyStage())
     stages.append(AdmissionStage(parts.admission))
