@@ -8,8 +8,11 @@ requests, first alone (baseline), then while one client of another tenant sends
 scenarios, each its own gateway process:
 
 - ``refused``: the model's window is 8,192 tokens, so every huge prompt gets its 400
-  (``context_length_exceeded``); governance as by default (PII log, injection screen,
-  audit).
+  (``context_length_exceeded``) by its floor alone; governance as by default (PII
+  log, injection screen, audit).
+- ``counted``: a 131,072-token window, beyond the floor's reach (3.9 MB is at least
+  ~30,000 tokens): each huge prompt is counted (~1,000,000 tokens), then refused;
+  governance as by default.
 - ``fits``: a model with a 2,000,000-token window, so each huge prompt is counted
   (off the event loop, with the fix) and forwarded; governance off, to see the cost of
   counting alone (the input guard's scans of such a prompt run on the loop).
@@ -52,6 +55,12 @@ models:
     prices: {{input: "0.10", output: "0.40"}}
     backends:
       - {{id: mock, type: vllm, base_url: "http://127.0.0.1:{up}", model: mock}}
+  - alias: long
+    tokenizer: cl100k_base
+    context_window: 131072
+    prices: {{input: "0.10", output: "0.40"}}
+    backends:
+      - {{id: mock-long, type: vllm, base_url: "http://127.0.0.1:{up}", model: mock}}
   - alias: big
     tokenizer: cl100k_base
     context_window: 2000000
@@ -60,7 +69,8 @@ models:
       - {{id: mock-big, type: vllm, base_url: "http://127.0.0.1:{up}", model: mock}}
 tenants: [{{name: victim}}, {{name: attacker}}]
 """
-SCENARIOS = {"refused": ("m", ""), "fits": ("big", "governance: {enabled: false}\n")}
+SCENARIOS = {"refused": ("m", ""), "counted": ("long", ""),
+             "fits": ("big", "governance: {enabled: false}\n")}
 
 
 def pct(values: list[float], q: float) -> float:
