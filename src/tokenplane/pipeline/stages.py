@@ -109,7 +109,6 @@ class PromptCounter(Protocol):
         ...
 
 
-
 def beyond_window(ctx: RequestContext, prompt: int, output: int, floor: bool = False
                   ) -> GatewayError:
     window = ctx.model.context_window if ctx.model is not None else 0
