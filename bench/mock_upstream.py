@@ -49,7 +49,7 @@ def build(tokens: int = 64) -> web.Application:
         await resp.write(b"data: [DONE]\n\n")
         return resp
 
-    app = web.Application()
+    app = web.Application(client_max_size=64 << 20)  # huge prompts (bench_big_prompts)
     app.router.add_post("/v1/chat/completions", chat)
     return app
 

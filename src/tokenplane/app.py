@@ -16,6 +16,7 @@ from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -291,6 +292,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
         client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw
+    app[FRONT_LIMITS] = FrontLimits.of(config.server)  # the front's deadlines and caps
     routes = OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
                           config.server.max_body_bytes, new_id=ids,
                           stream_stall_s=config.server.stream_stall_timeout_s)

@@ -43,6 +43,7 @@ class GatewayThread:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.server: GatewayServer | None = None
         self.app: web.Application | None = None
+        self.inner_port = 0  # the app served directly, once a test asks (listen_inner)
 
     @property
     def base_url(self) -> str:

@@ -41,10 +41,15 @@ def chunked(*pieces: bytes) -> bytes:
 
 
 class Client:
-    def __init__(self, port: int, *, rcvbuf: int | None = None, timeout: float = 30) -> None:
+    def __init__(self, port: int, *, rcvbuf: int | None = None, timeout: float = 30,
+                 source: str | None = None) -> None:
+        """``source``: the client's own address (127.0.0.2 is another client of the
+        loopback on Linux)."""
         self.sock = socket.socket()
         if rcvbuf is not None:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source is not None:
+            self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
         self.sock.connect(("127.0.0.1", port))
         self._parser = httptools.HttpResponseParser(self)

@@ -26,6 +26,8 @@ _TRANSPORT = {"date", "server", "content-length", "transfer-encoding", "connecti
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
     cfg = {**sim_config(), "server": {"max_body_bytes": LIMIT}}
     g = GatewayThread(cfg, Path(tmp_path_factory.mktemp("parity"))).start()
+    assert g.server is not None
+    g.inner_port = g.call(g.server.listen_inner())
     yield g
     g.stop()
 
@@ -38,7 +40,7 @@ def key(gw: GatewayThread) -> str:
 def both(gw: GatewayThread, method: str, path: str, **kw: Any) -> tuple[httpx.Response, ...]:
     assert gw.server is not None
     out = []
-    for port in (gw.port, gw.server.internal_port):
+    for port in (gw.port, gw.inner_port):
         with httpx.Client(timeout=30) as c:
             out.append(c.request(method, f"http://127.0.0.1:{port}{path}", **kw))
     front, app = out

@@ -79,6 +79,9 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: early.set())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from tokenplane.api.front.limits import raise_nofile
+
+    raise_nofile()  # the connection cap is derived from it (server.max_connections)
     cfg = load_config(cfg_path)
     app = build_app(cfg, worker_id=f"w{index}", workers=workers)
     settle_heap()

@@ -15,17 +15,29 @@ from dataclasses import dataclass
 from opentelemetry.trace import Tracer
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.auth.principal import Principal
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
+from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
+from tokenplane.governance.tools import ToolMode
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
+from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.slo_stage import SloFinisher
-from tokenplane.pipeline.stages import AuthStage, Finisher, Stage, TokensStage, ValidateStage
+from tokenplane.pipeline.stages import (
+    AuthStage,
+    EarlyCountStage,
+    Finisher,
+    Stage,
+    TokensStage,
+    ValidateStage,
+)
 from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.pipeline.upstream_call import Call, UpstreamCall
 from tokenplane.slo.live import SloCounters
@@ -49,12 +61,29 @@ class PipelineParts:
     slo_counters: SloCounters | None = None  # set when SLOs are configured
 
 
+def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
+    """Whether the principal's input guard may change the prompt (PII masked or
+    tokenized, tools stripped), so that it is only counted after the guard."""
+    shortening = {PiiAction.MASK, PiiAction.TOKENIZE}
+
+    def rewrites(pii: PiiPolicy | None) -> bool:
+        return pii is not None and bool({pii.default, *pii.actions.values()} & shortening)
+
+    def shrinks(principal: Principal) -> bool:
+        pol = policies.for_principal(principal.tenant, principal.app)
+        return (rewrites(pol.prompt) or rewrites(pol.tool_results)
+                or (pol.tools.allowed is not None and pol.tools.mode is ToolMode.STRIP))
+    return shrinks
+
+
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
-    if gov is not None:
+    tokens = TokensStage(counters, CountOffload())
+    if gov is not None:  # a large prompt the guard leaves is counted before it scans it
+        stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
         stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent
-    stages.append(TokensStage(counters))
+    stages.append(tokens)
     if gov is not None:
         stages.append(ContextPolicyStage())
     stages.append(AdmissionStage(parts.admission))

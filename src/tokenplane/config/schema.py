@@ -119,6 +119,18 @@ class TenantConfig(_Strict):
 
 
 class ServerConfig(_Strict):
+    """The public HTTP server. Its defences against slow and many clients
+    (docs/ARCHITECTURE.md, "Slow and many clients"): the request head must arrive
+    whole within ``header_timeout_s`` (counted from its first byte; on a new
+    connection from the accept); the body within ``body_timeout_s`` plus one second
+    per ``body_min_rate`` bytes received (Apache's mod_reqtimeout rule; 0: the body
+    has ``body_timeout_s`` in all); an idle keep-alive connection closes after
+    ``keepalive_s``. Each worker holds at most ``max_connections`` client connections
+    (default: from the open-file limit, which ``serve`` raises to its hard limit) and
+    ``max_connections_per_address`` from one client address (0: no per-address cap;
+    behind a proxy or NAT every client shares its address: raise it or set 0).
+    Connections over a cap get a 503 with ``retry-after`` and are closed."""
+
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     workers: int = Field(1, ge=1, le=64)
@@ -126,6 +138,12 @@ class ServerConfig(_Strict):
     # a stream whose client reads nothing for this long is ended (cancelled, billed
     # what was relayed); 0: never (like nginx's send_timeout, 60 s)
     stream_stall_timeout_s: float = Field(60.0, ge=0)
+    header_timeout_s: float = Field(20.0, gt=0, le=3600)
+    body_timeout_s: float = Field(20.0, gt=0, le=3600)
+    body_min_rate: int = Field(500, ge=0)
+    keepalive_s: float = Field(75.0, gt=0, le=3600)
+    max_connections: int | None = Field(None, ge=1)
+    max_connections_per_address: int = Field(256, ge=0)
 
 
 class AdmissionConfig(_Strict):

@@ -18,6 +18,26 @@ from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
 
 
+class PromptCount(Protocol):
+    """A request's prompt tokens by source, as the tokens stage counts them."""
+
+    counts: TokenCounts
+    system_fingerprint: str | None
+    exact: bool
+    flags: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyCount:
+    """A large prompt counted before the input guard (``pipeline/stages.EarlyCountStage``):
+    the body's prompt and tools it was counted from, and the count. The tokens stage
+    takes it while the body still holds these very objects (the guard left them)."""
+
+    prompt: object
+    tools: object
+    result: PromptCount
+
+
 class StreamGuard(Protocol):
     """Enforces a budget during a stream (admission installs one on the context).
 
@@ -94,6 +114,7 @@ class RequestContext:
     stream_guard: StreamGuard | None = None
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
     client: ClientLink | None = None  # the client's connection, when the front serves it
+    early_count: EarlyCount | None = None  # a large prompt counted before the input guard
 
     @property
     def tenant(self) -> str | None:

@@ -1,18 +1,28 @@
-"""The stages before the upstream call: auth -> validate -> tokens -> admission ->
-schedule -> route. Each is a small class with one ``run(ctx)`` method."""
+"""The stages before the upstream call: auth -> validate -> [early count] -> tokens
+-> admission -> schedule -> route. Each is a small class with one ``run(ctx)`` method.
+
+A large request (a body of ``OFFLOAD_BYTES`` or more) is first held against the
+floor of its prompt's tokens (``tokens/char_floor.py``: from its characters, without
+tokenizing, never above the count): one that cannot fit the context window is
+refused at once. What may fit is counted off the event loop, in turn per tenant
+(``pipeline/count_offload.py``); with governance, before the input guard's scans
+(as costly as counting) when the guard cannot change the prompt.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
 from tokenplane.operations.base import Operation
-from tokenplane.pipeline.context import RequestContext
-from tokenplane.tokens.counts import TokenCounts
+from tokenplane.pipeline.context import EarlyCount, PromptCount, RequestContext
+from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
 from tokenplane.upstream.pool import Pool
 
 
@@ -95,25 +105,78 @@ class PromptCounter(Protocol):
     def count(self, model: ModelConfig, operation: Operation, body: dict[str, Any]
               ) -> PromptCount: ...
 
-
-class PromptCount(Protocol):
-    counts: TokenCounts
-    system_fingerprint: str | None
-    exact: bool
-    flags: frozenset[str]
+    def floor(self, model: ModelConfig, operation: Operation, body: dict[str, Any]
+              ) -> int | None:
+        """The fewest tokens the prompt can have, without tokenizing; None: unknown."""
+        ...
 
 
+def beyond_window(ctx: RequestContext, prompt: int, output: int, floor: bool = False
+                  ) -> GatewayError:
+    window = ctx.model.context_window if ctx.model is not None else 0
+    field = ctx.operation.content_field
+    least = "at least " if floor else ""
+    return invalid(
+        f"This model's maximum context length is {window} tokens. However, you "
+        f"requested {least}{prompt + output} tokens ({least}{prompt} in the {field}, "
+        f"{output} in the completion). Please reduce the length of the {field} or "
+        "completion.", param=field, code="context_length_exceeded",
+    )
+
+
+class EarlyCountStage:
+    """Before the input guard, whose scans of a large prompt cost about as much as
+    counting it: a large prompt that the principal's guard cannot change (no PII
+    masking or tokenizing, no tools stripped) is held against its floor and counted
+    off the loop here, and refused if it cannot fit the window with the one output
+    token the guard's cap could leave; the tokens stage takes the count."""
+
+    def __init__(self, tokens: TokensStage, changes: Callable[[Principal], bool]) -> None:
+        self.tokens = tokens
+        self.changes = changes
+
+    async def run(self, ctx: RequestContext) -> None:
+        if len(ctx.raw) < OFFLOAD_BYTES or ctx.principal is None or ctx.model is None \
+                or self.tokens.offload is None or self.changes(ctx.principal):
+            return
+        result = await self.tokens.count_large(ctx, 1)
+        body, field = ctx.body, ctx.operation.content_field
+        ctx.early_count = EarlyCount(body.get(field), body.get("tools"), result)
+        prompt = result.counts.prompt
+        if ctx.operation.generates and prompt + 1 > ctx.model.context_window:
+            raise beyond_window(ctx, prompt, 1)
 
 
 class TokensStage:
-    """Counts prompt tokens by source; refuses a prompt that cannot fit the window."""
+    """Counts prompt tokens by source; refuses a prompt that cannot fit the window
+    (a large one first by its floor, before it is counted, off the loop)."""
 
-    def __init__(self, counter: PromptCounter) -> None:
+    def __init__(self, counter: PromptCounter, offload: CountOffload | None = None) -> None:
         self.counter = counter
+        self.offload = offload
+
+    async def count_large(self, ctx: RequestContext, output: int) -> PromptCount:
+        """A large prompt: refused by its floor if that plus ``output`` tokens cannot
+        fit the window, else counted on a worker thread in its tenant's turn."""
+        assert ctx.model is not None and self.offload is not None
+        if ctx.operation.generates:
+            floor = self.counter.floor(ctx.model, ctx.operation, ctx.body)
+            if floor is not None and floor + output > ctx.model.context_window:
+                raise beyond_window(ctx, floor, output, floor=True)
+        tenant = ctx.principal.tenant if ctx.principal is not None else ""
+        return await self.offload.run(tenant, functools.partial(
+            self.counter.count, ctx.model, ctx.operation, ctx.body))
 
     async def run(self, ctx: RequestContext) -> None:
         assert ctx.model is not None
-        result = self.counter.count(ctx.model, ctx.operation, ctx.body)
+        early = ctx.early_count
+        if len(ctx.raw) < OFFLOAD_BYTES or self.offload is None:
+            result = self.counter.count(ctx.model, ctx.operation, ctx.body)
+        elif early is not None and early.prompt is ctx.body.get(ctx.operation.content_field) \
+                and early.tools is ctx.body.get("tools"):
+            result = early.result
+        else:
+            result = await self.count_large(ctx, ctx.max_tokens or 1)
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
         ctx.estimated_input_tokens = prompt = result.counts.prompt

@@ -16,10 +16,12 @@ from typing import Any
 
 from tokenplane.config.schema import ModelConfig
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.char_floor import char_floor
 from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.estimated_counting import EstimatingCounter
 from tokenplane.tokens.estimator import Estimator
+from tokenplane.tokens.floor_parts import FloorParts
 from tokenplane.tokens.ids import check_token_ids, vocab_size
 from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
 from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
@@ -150,6 +152,7 @@ class ModelCounters:
         self._by_alias: dict[str, ChatCounter] = {}
         self._estimated: dict[str, EstimatingCounter] = {}
         self._parts: dict[str, PartCounter] = {}  # what count() hands the operation
+        self._floors: dict[str, FloorParts] = {}  # what floor() hands it (exact aliases)
         for m in models:
             counter = self._exact_counter(m)
             parts: PartCounter
@@ -164,6 +167,9 @@ class ModelCounters:
                 )
             else:
                 parts = ExactParts(counter)
+                floor = char_floor(counter.template.tokenizer)
+                if floor is not None:
+                    self._floors[m.alias] = FloorParts(counter.template, floor)
             self._by_alias[m.alias] = counter
             self._parts[m.alias] = parts
 
@@ -206,6 +212,20 @@ class ModelCounters:
         """The prompt of ``body`` counted by source: ``operation`` (the endpoint kind)
         says which parts of the body make the prompt."""
         return operation.count_prompt(self._parts[model.alias], body)
+
+    def floor(self, model: ModelConfig, operation: PromptKind, body: dict[str, Any]
+              ) -> int | None:
+        """The fewest prompt tokens ``body`` can have, from its characters, without
+        tokenizing (``tokens/char_floor.py``): never above what :meth:`count` gives.
+        None where no such floor is known (estimated aliases, tokenizers that are not
+        byte-level BPE) or the body's parts are malformed (counting will say so)."""
+        parts = self._floors.get(model.alias)
+        if parts is None:
+            return None
+        try:
+            return operation.count_prompt(parts, body).counts.prompt
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
 
     def calibrate(self, alias: str, features: Mapping[str, int], reported_prompt: int) -> None:
         """Refine the estimator of ``alias`` with the upstream's reported prompt count."""

@@ -27,8 +27,10 @@ from typing import Any
 
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
+HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
 
 
 class UnknownTokenizerError(ValueError):
@@ -72,6 +74,17 @@ class TiktokenTokenizer:
         sep = "<|endoftext|>" if "<|endoftext|>" in specials else min(specials, default="")
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
+        self._floor: CharFloor | None = None
+
+    def char_floor(self) -> CharFloor:
+        """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
+        at most the longest vocabulary entry's, or a special token's text."""
+        if self._floor is None:
+            ranks: dict[bytes, int] = self._enc._mergeable_ranks
+            longest = max(max(map(len, ranks), default=1), max(map(len, self._specials),
+                                                                 default=1))
+            self._floor = CharFloor(longest, self._nfc)
+        return self._floor
 
     def encode(self, text: str) -> list[int]:
         if self._nfc:
@@ -159,6 +172,15 @@ class HFTokenizer:
         self.name = name
         self._tok = tokenizer
         self.n_vocab: int = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        self._floor: CharFloor | bool | None = False  # False: not worked out yet
+        # ``encode`` holds the GIL throughout; the batch call (without offsets) does not
+        self._batch = getattr(tokenizer, "encode_batch_fast", None)
+
+    def char_floor(self) -> CharFloor | None:
+        """Byte-level BPE only (``tokens/char_floor.py``); None for other kinds."""
+        if self._floor is False:
+            self._floor = hf_char_floor_of(self._tok.to_str())
+        return self._floor if isinstance(self._floor, CharFloor) else None
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
@@ -169,6 +191,8 @@ class HFTokenizer:
         return text
 
     def count(self, text: str) -> int:
+        if self._batch is not None and len(text) > HF_BATCH_CHARS:
+            return len(self._batch([text], add_special_tokens=False)[0])
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
     def special_id(self, token: str) -> int | None:

@@ -8,11 +8,16 @@ repeated segment costs one dict lookup instead of a tokenizer call. Bounded by e
 by total characters held; hit / miss / eviction counters are public for metrics.
 ``lookup`` counts several one-part segments at once (the misses in one tokenizer call when
 the tokenizer has ``count_many``).
+
+The cache is shared by the event loop and the threads that count large prompts
+(``pipeline/count_offload.py``): its tables are only touched under a lock, and never
+while a tokenizer runs (a text being counted twice at once is stored once).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -59,6 +64,7 @@ class SegmentCache:
         self.hits = 0
         self.misses = 0
         self.evictions = 0
+        self._lock = threading.Lock()  # the tables, never held while tokenizing
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -77,18 +83,22 @@ class SegmentCache:
         one = len(parts) == 1
         key = (tokenizer.name, parts[0] if one else parts)
         entries = self._entries
-        found = entries.get(key)
+        with self._lock:
+            found = entries.get(key)
+            if found is not None:
+                entries.move_to_end(key)
+                self.hits += 1
         if found is not None:
-            entries.move_to_end(key)
-            self.hits += 1
             if isinstance(found, int):
                 return SegmentEntry((found,), found, len(parts[0])), True
             return found, True
-        self.misses += 1
         entry = self._compute(tokenizer, parts)
-        entries[key] = entry.total if one else entry
-        self.chars += entry.chars
-        self._evict()
+        with self._lock:
+            self.misses += 1
+            if key not in entries:
+                entries[key] = entry.total if one else entry
+                self.chars += entry.chars
+                self._evict()
         return entry, False
 
     def lookup(self, tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[int], list[bool]]:
@@ -104,27 +114,30 @@ class SegmentCache:
         counts: list[int] = []
         hit: list[bool] = []
         missing: list[int] = []
-        for text in texts:
-            key = (name, text)
-            found = entries.get(key)
-            if found is None:
-                missing.append(len(counts))
-                counts.append(0)
-                hit.append(False)
-            else:
-                entries.move_to_end(key)
-                counts.append(found if isinstance(found, int) else found.total)
-                hit.append(True)
-        self.hits += len(texts) - len(missing)
+        with self._lock:
+            for text in texts:
+                key = (name, text)
+                found = entries.get(key)
+                if found is None:
+                    missing.append(len(counts))
+                    counts.append(0)
+                    hit.append(False)
+                else:
+                    entries.move_to_end(key)
+                    counts.append(found if isinstance(found, int) else found.total)
+                    hit.append(True)
+            self.hits += len(texts) - len(missing)
         if len(missing) == 1:  # the usual case: one new turn
             i = missing[0]
             text = texts[i]
             n = counts[i] = tokenizer.count(text)
-            self.misses += 1
-            entries[(name, text)] = n
-            self.chars += len(text)
-            if len(entries) > self.max_entries or self.chars > self.max_chars:
-                self._evict()
+            with self._lock:
+                self.misses += 1
+                if (name, text) not in entries:
+                    entries[(name, text)] = n
+                    self.chars += len(text)
+                    if len(entries) > self.max_entries or self.chars > self.max_chars:
+                        self._evict()
         elif missing:
             self._count_missing(tokenizer, texts, missing, counts, hit)
         return counts, hit
@@ -149,16 +162,20 @@ class SegmentCache:
             counts[i] = found[text]
             if first[text] != i:
                 hit[i] = True
-        self.misses += len(todo)
-        self.hits += len(missing) - len(todo)
         name = tokenizer.name
-        for text, n in found.items():
-            self._entries[(name, text)] = n
-            self.chars += len(text)
-        self._evict()
+        entries = self._entries
+        with self._lock:
+            self.misses += len(todo)
+            self.hits += len(missing) - len(todo)
+            for text, n in found.items():
+                if (name, text) not in entries:
+                    entries[(name, text)] = n
+                    self.chars += len(text)
+            self._evict()
 
     def _evict(self) -> None:
-        """Drop least recently used entries until within both bounds (keeping one)."""
+        """Drop least recently used entries until within both bounds (keeping one);
+        under the lock."""
         entries = self._entries
         while len(entries) > self.max_entries or (self.chars > self.max_chars and len(entries) > 1):
             key, old = entries.popitem(last=False)
@@ -171,14 +188,17 @@ class SegmentCache:
 
     def fingerprint(self, text: str) -> str:
         """:func:`fingerprint`, memoised for repeated texts (bounded like the entries)."""
-        found = self._fingerprints.get(text)
-        if found is None:
-            found = fingerprint(text)
-            self._fingerprints[text] = found
-            if len(self._fingerprints) > self.max_entries:
-                self._fingerprints.popitem(last=False)
-        else:
-            self._fingerprints.move_to_end(text)
+        prints = self._fingerprints
+        with self._lock:
+            found = prints.get(text)
+            if found is not None:
+                prints.move_to_end(text)
+                return found
+        found = fingerprint(text)
+        with self._lock:
+            prints[text] = found
+            if len(prints) > self.max_entries:
+                prints.popitem(last=False)
         return found
 
     @staticmethod

@@ -14,6 +14,7 @@ text (an estimate; the counter flags it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -120,7 +121,9 @@ class ChatTemplate:
         if found is None:
             found = render(tools)
             if len(memo) >= TOOLS_MEMO_SIZE:
-                memo.pop(next(iter(memo)))
+                # a counting thread may be trimming it too (pipeline/count_offload.py)
+                with contextlib.suppress(StopIteration, RuntimeError, KeyError):
+                    memo.pop(next(iter(memo)))
             memo[key] = found
         return found
 

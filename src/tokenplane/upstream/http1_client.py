@@ -16,9 +16,11 @@ never reused after anything unexpected.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -233,8 +235,12 @@ class H1Pool:
     and dropped after ``idle_timeout_s`` (below the usual 5 s server keep-alive)."""
 
     def __init__(self, base_url: str, *, max_idle: int = 256, idle_timeout_s: float = 4.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 open_socket: Callable[[], Awaitable[socket.socket]] | None = None) -> None:
+        """``open_socket``: connections go over the sockets it gives (already
+        connected) instead of to the base URL's host and port."""
         self.origin = Origin.parse(base_url)
+        self._open_socket = open_socket
         self.max_idle = max_idle
         self.idle_timeout_s = idle_timeout_s
         self._ssl: ssl.SSLContext | None = None
@@ -259,9 +265,13 @@ class H1Pool:
         o = self.origin
         try:
             async with asyncio.timeout(timeout_s):
-                _, conn = await loop.create_connection(
-                    H1Connection, o.host, o.port, ssl=self._ssl,
-                    server_hostname=o.host if self._ssl else None)
+                if self._open_socket is not None:
+                    sock = await self._open_socket()
+                    _, conn = await loop.create_connection(H1Connection, sock=sock)
+                else:
+                    _, conn = await loop.create_connection(
+                        H1Connection, o.host, o.port, ssl=self._ssl,
+                        server_hostname=o.host if self._ssl else None)
         except TimeoutError:
             raise H1ConnectError(f"connect to {o.host}:{o.port} timed out") from None
         except (OSError, ssl.SSLError) as exc:

@@ -8,7 +8,12 @@ the connection: the answer is sent, the write side closed, and what the client s
 sends is read and dropped for a moment so that it sees the answer rather than a reset.
 
 Between requests the connection stays open (HTTP/1.1, or HTTP/1.0 with keep-alive)
-until it has been idle for ``keepalive_s``.
+until it has been idle for ``keepalive_s``. A request must come in on time, however
+its bytes trickle in: its head within ``header_timeout_s`` of its first byte (the
+first request of a connection: of the accept), its body within ``body_timeout_s``
+plus a second per ``body_min_rate`` bytes received; late, it is answered 408 and the
+connection ends (slowloris). A connection the front cannot take (over its caps) is
+answered 503 at once, before anything is read (``Server.opened``).
 
 A client that goes away (its FIN or reset ends the connection) is noticed at once: the
 request being served is not cancelled as a whole (its finishers must run), but the
@@ -33,6 +38,7 @@ from tokenplane.api.front.wire import (
     bad_request,
     blank_request,
     head_too_large,
+    request_timeout,
 )
 from tokenplane.api.front.writer import AnswerWriter
 from tokenplane.api.openai_routes import too_large
@@ -51,11 +57,17 @@ class Server(Protocol):
 
     max_body: int
     keepalive_s: float
+    header_timeout_s: float
+    body_timeout_s: float
+    body_min_rate: int  # bytes per second; 0: the body has body_timeout_s in all
     closing: bool
 
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None: ...
 
-    def opened(self, conn: FrontConnection) -> None: ...
+    def opened(self, conn: FrontConnection) -> GatewayError | None:
+        """Takes the new connection, or the refusal to answer it with (it may also
+        have dropped it)."""
+        ...
 
     def closed(self, conn: FrontConnection) -> None: ...
 
@@ -74,6 +86,12 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         self._want_continue = False  # a 100 Continue is owed once it is this one's turn
         self._last = 0.0  # loop time of the last activity
         self._timer: asyncio.TimerHandle | None = None
+        # loop times the message being received counts from: its head (a new
+        # connection: the accept) and its body; -1 when not receiving that part
+        self._head_t0 = -1.0
+        self._body_t0 = -1.0
+        self.peer = ""  # the client's address (the front's per-address cap)
+        self.admitted = False  # counted against the front's caps
         # the message being parsed
         self._url = b""
         self._hdrs: list[tuple[str, str]] = []
@@ -86,9 +104,11 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
     # -- asyncio.Protocol -----------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        self._last = self._loop.time()
-        self._timer = self._loop.call_later(self.server.keepalive_s, self._tick)
-        self.server.opened(self)
+        now = self._last = self._head_t0 = self._loop.time()
+        self._timer = self._loop.call_at(now + self.server.header_timeout_s, self._tick)
+        refusal = self.server.opened(self)
+        if refusal is not None:
+            self._refuse(blank_request(), refusal)
 
     def data_received(self, data: bytes) -> None:
         if self._discard:
@@ -107,6 +127,8 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
             if not self._discard:
                 req = self._req or blank_request()
                 self._refuse(req, bad_request(str(exc.args[0] if exc.args else exc)))
+        if self._head_t0 >= 0 or self._body_t0 >= 0:  # a request is partly in
+            self._watch()
 
     def eof_received(self) -> bool | None:
         return None  # close; a pipelined request not yet answered is dropped
@@ -125,6 +147,10 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
             self.server.closed(self)
 
     # -- httptools callbacks --------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self._head_t0 < 0:
+            self._head_t0 = self._last
+
     def on_url(self, url: bytes) -> None:
         self._url += url
         self._head_size += len(url)
@@ -140,6 +166,8 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
     def on_headers_complete(self) -> None:
         if self._discard:
             return
+        self._head_t0 = -1.0
+        self._body_t0 = self._last
         p = self._parser
         target = self._url.decode("latin-1")
         headers = CIMultiDict(self._hdrs)
@@ -175,6 +203,7 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         req = self._req
         assert req is not None
         self._req = None
+        self._body_t0 = -1.0
         if self._body:
             req.body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
             self._body = []
@@ -193,6 +222,7 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         self._body = []
         self._req = None
         self._want_continue = False
+        self._head_t0 = self._body_t0 = -1.0
         req.error = err
         req.keep_alive = False
         self._push(req)
@@ -234,15 +264,26 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
             else:
                 t.close()
             return
+        now = self._last = self._loop.time()
         if self._queue:
             self._start(self._queue.popleft())
         elif self._want_continue:
             self._want_continue = False
             self._write(_CONTINUE)
+            if self._body_t0 >= 0:
+                self._body_t0 = now  # the body was waiting for this
         if self._read_paused and len(self._queue) < _QUEUE_MAX // 2:
             self._read_paused = False
             t.resume_reading()
-        self._last = self._loop.time()
+            if self._head_t0 >= 0 or self._body_t0 >= 0:  # it could not come while paused
+                self._head_t0 = now if self._head_t0 >= 0 else -1.0
+                self._body_t0 = now if self._body_t0 >= 0 else -1.0
+                self._watch()
+        timer = self._timer
+        if not self._busy and timer is not None \
+                and timer.when() > now + self.server.keepalive_s:
+            timer.cancel()  # idle now: the keep-alive timeout applies
+            self._timer = self._loop.call_at(now + self.server.keepalive_s, self._tick)
 
     def _linger(self, t: asyncio.Transport) -> None:
         """Closes the write side and drops what still comes until the client closes
@@ -259,18 +300,62 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
             self._timer.cancel()
         self._timer = self._loop.call_later(_LINGER_S, t.close)
 
+    def _deadline(self) -> float:
+        """When the request being received must be in (loop time; -1: none is, or it
+        cannot come now because reading is paused)."""
+        if self._discard or self._read_paused:
+            return -1.0
+        srv = self.server
+        if self._head_t0 >= 0:
+            return self._head_t0 + srv.header_timeout_s
+        if self._body_t0 >= 0:
+            rate = srv.body_min_rate
+            return self._body_t0 + srv.body_timeout_s + (self._size / rate if rate else 0.0)
+        return -1.0
+
+    def _watch(self) -> None:
+        """Makes the timer fire no later than the deadline of the request coming in."""
+        due = self._deadline()
+        timer = self._timer
+        if due >= 0 and (timer is None or timer.when() > due):
+            if timer is not None:
+                timer.cancel()
+            self._timer = self._loop.call_at(due, self._tick)
+
     def _tick(self) -> None:
-        """The keep-alive timer: closes a connection idle for ``keepalive_s``."""
+        """The connection's one timer: a request that is late coming in is answered
+        408 (its head, its body); an idle connection closes after ``keepalive_s``."""
         self._timer = None
-        if self._lost or self.transport is None:
+        t = self.transport
+        if self._lost or t is None:
             return
-        wait = self.server.keepalive_s
-        if not self._busy:
-            wait = self._last + wait - self._loop.time()
-            if wait <= 0:
-                self.transport.close()
+        now = self._loop.time()
+        due = self._deadline()
+        if due >= 0:
+            if now >= due:
+                self._late(now)
                 return
-        self._timer = self._loop.call_later(wait, self._tick)
+            wait = due - now
+        elif self._busy or self._discard:
+            wait = self.server.keepalive_s
+        else:
+            wait = self._last + self.server.keepalive_s - now
+            if wait <= 0:
+                t.close()
+                return
+        self._timer = self._loop.call_at(now + wait, self._tick)
+
+    def _late(self, now: float) -> None:
+        if self._head_t0 >= 0:
+            err = request_timeout("request line and headers", self.server.header_timeout_s)
+            req = blank_request()
+        else:
+            err = request_timeout("request body", now - self._body_t0)
+            req = self._req or blank_request()
+        log.info("front: %s from %s", err.message, self.peer or "?")
+        self._refuse(req, err)
+        if self._timer is None and not self._lost:  # until the answer's linger takes over
+            self._timer = self._loop.call_at(now + self.server.keepalive_s, self._tick)
 
     # -- for the server: shutdown ---------------------------------------------------
     def shutdown(self) -> None:

@@ -1,15 +1,24 @@
 """The HTTP/1.1 front's way to every route it does not serve itself.
 
 Such a request (models, metrics, health, admin, unknown paths) goes, as received, to
-the full aiohttp application listening on a loopback port, over the gateway's own
-HTTP/1.1 client (``upstream/http1_client.py``); the answer's status, headers and body come back
-(the body streamed when it comes in pieces). These routes are rare, so this path is
-kept simple rather than fast. HEAD is asked as GET and answered with the head only.
+the full aiohttp application over the gateway's own HTTP/1.1 client
+(``upstream/http1_client.py``); the answer's status, headers and body come back (the
+body streamed when it comes in pieces). These routes are rare, so this path is kept
+simple rather than fast. HEAD is asked as GET and answered with the head only.
+
+The application listens on no port: each relay connection is one end of a Unix
+socket pair whose other end is handed to aiohttp's server as an accepted
+connection. Nothing but the front reaches it, so a slow or greedy client meets the
+front's deadlines and caps whatever the route.
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from collections.abc import Callable
+
+from aiohttp import web
 
 from tokenplane.api.front.protocol import FrontConnection
 from tokenplane.api.front.wire import FrontRequest
@@ -23,9 +32,21 @@ _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-enco
 
 
 class Relay:
-    def __init__(self, base_url: str, new_id: Callable[[], str]) -> None:
-        self.pool = H1Pool(base_url)
+    def __init__(self, app_server: web.Server, new_id: Callable[[], str]) -> None:
+        self.app_server = app_server
+        self.pool = H1Pool("http://gateway", open_socket=self._pair)
         self.new_id = new_id
+
+    async def _pair(self) -> socket.socket:
+        """A new connection to the application: one end for it, one for the client."""
+        ours, theirs = socket.socketpair()
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(self.app_server, theirs)
+        except BaseException:
+            ours.close()
+            theirs.close()
+            raise
+        return ours
 
     async def forward(self, conn: FrontConnection, req: FrontRequest) -> None:
         headers: dict[str, str] = {}

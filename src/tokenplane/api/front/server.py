@@ -7,7 +7,9 @@ protocol, and the gateway's single event-loop thread is what bounds its throughp
 and answered by :class:`~tokenplane.api.front.protocol.FrontConnection`, through the
 same :meth:`OpenAIRoutes.run` as the aiohttp handler (same pipeline, request ids,
 envelopes and headers). Every other request is relayed to the full aiohttp application
-(which still serves every route) on a loopback port (``api/front/relay.py``).
+(which still serves every route) over a socket pair in this process
+(``api/front/relay.py``): it listens on no port, so the front's deadlines and
+connection caps cannot be walked around.
 
 :class:`GatewayServer` starts and stops the two; ``tokenplane serve`` and the test
 harness both run it.
@@ -18,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from aiohttp import web
 
+from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
 from tokenplane.api.front.wire import FrontRequest
@@ -38,29 +42,86 @@ from tokenplane.errors import GatewayError, error_body
 
 log = logging.getLogger("tokenplane.api")
 
+_REFUSING_MAX = 64  # 503s to over-cap connections under way at once; more are dropped
+_WARN_EVERY_S = 10.0
+
 
 class Front:
-    """What the front's connections share: the routes, the relay, the open
-    connections (for a graceful stop; a connection whose client left stays until
-    its request ends, so that a stop waits for the request to be billed)."""
+    """What the front's connections share: the routes, the relay, the deadlines,
+    the open connections (for a graceful stop; a connection whose client left stays
+    until its request ends, so that a stop waits for the request to be billed) and
+    the count of them per client address (the caps)."""
 
-    def __init__(self, routes: OpenAIRoutes, relay: Relay, keepalive_s: float) -> None:
+    def __init__(self, routes: OpenAIRoutes, relay: Relay,
+                 limits: FrontLimits | None = None) -> None:
+        limits = limits or FrontLimits()
         self.routes = routes
         self.new_id = routes.new_id
         self.max_body = routes.max_body
-        self.keepalive_s = keepalive_s
+        self.keepalive_s = limits.keepalive_s
+        self.header_timeout_s = limits.header_timeout_s
+        self.body_timeout_s = limits.body_timeout_s
+        self.body_min_rate = limits.body_min_rate
+        self.max_connections = limits.connection_cap()
+        self.max_per_address = limits.max_connections_per_address
         self.relay = relay
         self.inference_paths = routes.operations.by_path  # the endpoint kinds' paths
         self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
         self.connections: set[FrontConnection] = set()
+        self.admitted = 0  # connections counted against the caps
+        self.by_address: dict[str, int] = {}
+        self.refusing = 0  # connections over a cap, being answered 503
+        self.refused = 0  # connections refused since the start
+        self._warn_after = 0.0
         self._all_closed: asyncio.Event | None = None
 
-    def opened(self, conn: FrontConnection) -> None:
+    def opened(self, conn: FrontConnection) -> GatewayError | None:
+        """Takes a new connection, or refuses it: over ``max_connections`` or over
+        ``max_per_address`` from its address, a 503 with ``retry-after`` (while
+        fewer than ``_REFUSING_MAX`` such answers are under way; beyond, it is
+        dropped unread)."""
         self.connections.add(conn)
+        assert conn.transport is not None
+        peer = conn.transport.get_extra_info("peername")
+        addr = conn.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        held = self.by_address.get(addr, 0)
+        cap = self.max_per_address
+        if self.admitted < self.max_connections and (not cap or held < cap):
+            conn.admitted = True
+            self.admitted += 1
+            self.by_address[addr] = held + 1
+            return None
+        if self.refusing >= _REFUSING_MAX:
+            self.connections.discard(conn)  # not tracked: nothing to count down
+            conn.transport.abort()
+            return None
+        self.refusing += 1
+        self.refused += 1
+        full = self.admitted >= self.max_connections
+        now = time.monotonic()
+        if now >= self._warn_after:  # at most one line per _WARN_EVERY_S under a flood
+            self._warn_after = now + _WARN_EVERY_S
+            log.warning("front: refusing connections (%d so far): %s", self.refused,
+                        f"{self.admitted} open, the most this worker takes" if full else
+                        f"{held} open from {addr}, the most one address may hold")
+        what = ("The gateway holds as many connections as it takes" if full
+                else "Too many connections from your address are open")
+        return GatewayError(503, f"{what}; close some, or retry later.",
+                            code="too_many_connections", headers={"retry-after": "1"})
 
     def closed(self, conn: FrontConnection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            if conn.admitted:
+                self.admitted -= 1
+                left = self.by_address[conn.peer] - 1
+                if left:
+                    self.by_address[conn.peer] = left
+                else:
+                    del self.by_address[conn.peer]
+            else:
+                self.refusing -= 1
         if not self.connections and self._all_closed is not None:
             self._all_closed.set()
 
@@ -134,23 +195,21 @@ class Front:
 
 
 class GatewayServer:
-    """``app`` (from ``build_app``) on 127.0.0.1:<any port>, the front on host:port.
+    """The front on host:port, ``app`` (from ``build_app``) behind it on socket
+    pairs; the front's deadlines and caps are the app's ``FRONT_LIMITS``.
 
     ``start`` runs the application's start-up hooks; ``stop`` stops accepting, lets
     requests in flight finish (up to ``shutdown_timeout``), then runs its clean-up.
     """
 
     def __init__(self, app: web.Application, host: str = "127.0.0.1", port: int = 0, *,
-                 reuse_port: bool = False, shutdown_timeout: float = 30.0,
-                 keepalive_s: float = 75.0) -> None:
+                 reuse_port: bool = False, shutdown_timeout: float = 30.0) -> None:
         self.app = app
         self.host = host
         self._port = port
         self.reuse_port = reuse_port
         self.shutdown_timeout = shutdown_timeout
-        self.keepalive_s = keepalive_s
         self.front: Front | None = None
-        self.internal_port = 0
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
 
@@ -176,16 +235,24 @@ class GatewayServer:
                                      max_line_size=HEAD_MAX, max_field_size=HEAD_MAX,
                                      max_headers=HEAD_MAX // 4)
         await self._runner.setup()  # on_startup
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.internal_port = int(self._runner.addresses[0][1])
+        inner = self._runner.server
+        assert inner is not None
         routes = self.app[OPENAI_ROUTES]
-        relay = Relay(f"http://127.0.0.1:{self.internal_port}", routes.new_id)
-        front = self.front = Front(routes, relay, self.keepalive_s)
+        relay = Relay(inner, routes.new_id)
+        front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: FrontConnection(front), self.host, self._port,
             reuse_port=self.reuse_port or None, backlog=128)
+
+    async def listen_inner(self, host: str = "127.0.0.1") -> int:
+        """Also serves the application itself on ``host``:<a free port> (returned),
+        for tests that compare the two servers; ``serve`` never does (the front's
+        deadlines and caps would not hold there)."""
+        assert self._runner is not None
+        site = web.TCPSite(self._runner, host, 0)
+        await site.start()
+        return int(self._runner.addresses[-1][1])
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -24,6 +24,11 @@ def head_too_large(limit: int) -> GatewayError:
                         code="headers_too_large")
 
 
+def request_timeout(part: str, seconds: float) -> GatewayError:
+    return GatewayError(408, f"The {part} did not arrive within {seconds:.3g} s.",
+                        code="request_timeout")
+
+
 @dataclass(slots=True)
 class FrontRequest:
     method: str
