@@ -18,6 +18,7 @@ import yaml
 
 from tokenplane.cli.usage_cmd import DbUrl, Home, ledger_target
 from tokenplane.compose.config_file import ConfigError, load_config
+from tokenplane.config.schema import GatewayConfig
 from tokenplane.metering.reports import format_rows, parse_time_bound
 from tokenplane.metering.request_history import last_attempts
 from tokenplane.metering.stores.open import open_sink
@@ -40,6 +41,20 @@ async def evaluate_from_ledger(
         await sink.close()
     evaluator.observe_all(facts_from_event(e, e.slo_class or "") for e in events)
     return evaluator.status(now)
+
+
+def config_with_slos(path: str | None) -> GatewayConfig:
+    """The config at ``path``; exit 2 when it is invalid, 1 when it has no SLO."""
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    if not cfg.slos:
+        typer.echo("no SLOs configured (slos: in the config; see examples/slos.yaml)",
+                   err=True)
+        raise typer.Exit(1)
+    return cfg
 
 
 def _row(s: SliStatus) -> dict[str, Any]:
@@ -68,15 +83,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Prometheus recording and alerting rules for the configured SLOs (check them
         with `promtool check rules`)."""
-        try:
-            cfg = load_config(config)
-        except ConfigError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from None
-        if not cfg.slos:
-            typer.echo("no SLOs configured (slos: in the config; see examples/slos.yaml)",
-                       err=True)
-            raise typer.Exit(1)
+        cfg = config_with_slos(config)
         text = yaml.safe_dump(rule_groups([slo_from_config(s) for s in cfg.slos]),
                               sort_keys=False, width=10_000)
         if out is None:
@@ -98,15 +105,7 @@ def register(app: typer.Typer) -> None:
         """SLI, objective, budget left (share and bad events), burn rates, alerts."""
         if fmt not in ("table", "json"):
             raise typer.BadParameter("use table or json", param_hint="--format")
-        try:
-            cfg = load_config(config)
-        except ConfigError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from None
-        if not cfg.slos:
-            typer.echo("no SLOs configured (slos: in the config; see examples/slos.yaml)",
-                       err=True)
-            raise typer.Exit(1)
+        cfg = config_with_slos(config)
         now = time.time()
         if at is not None:
             try:

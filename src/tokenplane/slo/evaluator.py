@@ -15,7 +15,7 @@ from tokenplane.slo.alerts import Firing, evaluate_rule
 from tokenplane.slo.budget import BudgetState, budget, burn_rate
 from tokenplane.slo.spec import Slo
 from tokenplane.slo.tally import BucketTally
-from tokenplane.slo.verdict import RequestFacts, Verdict, judge
+from tokenplane.slo.verdict import RequestFacts, verdicts
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +76,7 @@ class SloEvaluator:
     def observe(self, facts: RequestFacts, sign: int = 1) -> None:
         """Count a finished request (``sign=-1`` takes a counted one back)."""
         for slo in self.slos:
-            if not slo.selector.selects(
-                facts.model, facts.tenant, facts.department, facts.app, facts.slo_class
-            ):
-                continue
-            for sli in slo.slis:
-                verdict = judge(sli, facts)
-                if verdict is Verdict.NOT_VALID:
-                    continue
-                bad = verdict is Verdict.BAD
+            for sli, bad in verdicts(slo, facts):
                 self._tallies[(slo.name, sli.label)].add(facts.ts, bad=bad, count=sign)
                 if facts.version and slo.name in self.by_version:
                     self.version_tally(slo.name, sli.label, facts.version).add(

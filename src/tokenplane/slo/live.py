@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenplane.slo.spec import Slo
-from tokenplane.slo.verdict import RequestFacts, Verdict, judge
+from tokenplane.slo.verdict import RequestFacts, verdicts
 
 
 class SloCounters:
@@ -23,13 +23,5 @@ class SloCounters:
 
     def record(self, facts: RequestFacts) -> None:
         for slo in self.slos:
-            if not slo.selector.selects(
-                facts.model, facts.tenant, facts.department, facts.app, facts.slo_class
-            ):
-                continue
-            for sli in slo.slis:
-                verdict = judge(sli, facts)
-                if verdict is Verdict.GOOD:
-                    self.counts[(slo.name, sli.label, "good")] += 1
-                elif verdict is Verdict.BAD:
-                    self.counts[(slo.name, sli.label, "bad")] += 1
+            for sli, bad in verdicts(slo, facts):
+                self.counts[(slo.name, sli.label, "bad" if bad else "good")] += 1

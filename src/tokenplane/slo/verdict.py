@@ -16,10 +16,11 @@ request's last attempt (what the client finally got):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from tokenplane.slo.spec import Sli, SliKind
+from tokenplane.slo.spec import Sli, SliKind, Slo
 
 
 class Verdict(Enum):
@@ -83,3 +84,14 @@ def judge(sli: Sli, f: RequestFacts) -> Verdict:
     if sli.kind is SliKind.TPOT:
         return _under(f.tpot_s, sli.threshold_s)
     return Verdict.NOT_VALID if f.stream else _under(f.latency_s, sli.threshold_s)
+
+
+def verdicts(slo: Slo, f: RequestFacts) -> Iterator[tuple[Sli, bool]]:
+    """``(sli, bad)`` for each SLI of ``slo`` that counts ``f`` (nothing when the SLO
+    does not select the request)."""
+    if not slo.selector.selects(f.model, f.tenant, f.department, f.app, f.slo_class):
+        return
+    for sli in slo.slis:
+        verdict = judge(sli, f)
+        if verdict is not Verdict.NOT_VALID:
+            yield sli, verdict is Verdict.BAD
