@@ -54,11 +54,7 @@ LLAMA = "meta-llama/Meta-Llama-3-8B-Instruct"  # the served model name in backen
 MSGS: list[Any] = [{"role": "user", "content": "Tell me about token budgets."}]
 
 # Schema fields no example sets, with the reason (the coverage test keeps this honest).
-NOT_COVERED = {
-    # accepted by the schema but read by nothing on the request path (routing weighs
-    # replicas with its profile), so an example setting it would mislead
-    "models.backends.weight": "no effect",
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 # --- loading and serving -------------------------------------------------------------

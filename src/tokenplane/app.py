@@ -20,6 +20,7 @@ from tokenplane.api.openai_routes import (
     envelope_middleware,
 )
 from tokenplane.compose.governance import Governance, open_governance
+from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
@@ -125,7 +126,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     home = Path(config.data_dir or ".tokenplane")
     home.mkdir(parents=True, exist_ok=True)
     keys = open_key_store(home, config.database_url)
-    counters = ModelCounters(config.models)
+    counters = build_counters(config)  # BuildError: `serve` and `config check` ran preflight
     services: list[EngineService] = []
     pools: dict[str, Pool] = {}
     for m in config.models:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tokenplane.compose.config_file import ConfigError, load_config
+from tokenplane.compose.preflight import preflight
 from tokenplane.config.schema import GatewayConfig
 
 if TYPE_CHECKING:
@@ -133,6 +134,13 @@ def register(app: typer.Typer) -> None:
             for line in exc.errors:
                 typer.echo(line, err=True)
             raise typer.Exit(2) from None
+        found = preflight(cfg)  # what `config check` builds: refused here the same way
+        for line in found.warnings:
+            typer.echo(f"warning: {line}", err=True)
+        for line in found.errors:
+            typer.echo(line, err=True)
+        if found.errors:
+            raise typer.Exit(2)
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers

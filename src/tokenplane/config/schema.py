@@ -61,9 +61,17 @@ class BackendConfig(_Strict):
     api_key_env: str | None = None
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
-    weight: int = Field(1, ge=0)
     model_version: str | None = None  # canary / A-B splits choose among versions
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_weight(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "weight" in data:
+            raise ValueError("weight is not read: the routing profile picks among an "
+                             "alias's backends (docs/ROUTING.md), and a canary split "
+                             "weighs model versions (routing.splits); remove it")
+        return data
 
     @field_validator("base_url")
     @classmethod

@@ -43,6 +43,13 @@ def normalize_spec(spec: str) -> str:
     return spec
 
 
+def is_spec(spec: str) -> bool:
+    """Whether a (normalized) tokenizer string is a spec (``kind:arg``, ``deepseek``)
+    rather than a model name: a spec that cannot be loaded is refused, a model name
+    with no rule is counted by the estimator."""
+    return ":" in spec or spec == "deepseek"
+
+
 def family_for(model: ModelConfig, spec: str) -> str:
     if model.chat_template:
         return model.chat_template
@@ -184,6 +191,8 @@ class ModelCounters:
                     return ChatCounter(template, self.cache, rule.exact)
                 except UnknownTokenizerError:
                     pass
+            if is_spec(spec):  # a spec that cannot be loaded is a mistake, not a name
+                raise
             log.warning("model %s: tokenizer %r unavailable (%s); counting with the "
                         "calibrated estimator", m.alias, m.tokenizer, first)
             return None
