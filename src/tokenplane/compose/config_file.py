@@ -47,7 +47,9 @@ def default_config_dict() -> dict[str, Any]:
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, bool):  # a YAML 1.1 boolean used as a mapping key
+            out += ("." if out else "") + str(part).lower()
+        elif isinstance(part, int):
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
@@ -74,8 +76,14 @@ def validate_config(data: Any) -> GatewayConfig:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
-            lines.append(f"{_path(loc)}: {_message(dict(err))}")
+            raw = err["loc"]
+            loc = tuple(p for p in raw if not (isinstance(p, str) and "[" in p))
+            msg = _message(dict(err))
+            if raw and raw[-1] == "[key]" and isinstance(err.get("input"), bool):
+                loc = (*loc[:-1], err["input"])  # pydantic reports the key True as 1
+                msg += (" (YAML reads an unquoted yes/no/on/off/true/false as a boolean: "
+                        "quote the key)")
+            lines.append(f"{_path(loc)}: {msg}")
         raise ConfigError(lines) from None
     lines = _policy_errors(cfg)
     if lines:
