@@ -418,8 +418,7 @@ def test_serves_tenants(gateways: Gateways) -> None:
         chat(c, "chat-small")
         with pytest.raises(openai.APIStatusError) as err:
             chat(c, "chat-large")
-        # 400 today where the app-level list (governance overrides) says 404
-        assert err.value.status_code in (400, 404)
+        assert err.value.status_code == 404  # as OpenAI (and the app-level list) answer
         assert api_error_code(err.value) == "model_not_found"
     with client(gw, default) as c:
         assert {m.id for m in c.models.list()} == {"chat-small", "chat-large", "embed"}
