@@ -76,12 +76,16 @@ def test_grain_follows_bound_alignment() -> None:
 
 
 async def test_token_sources_fingerprints_and_top_consumers(ledger: LedgerSink) -> None:
-    sources = {r["app"]: r for r in await token_source_report(ledger)}
-    assert sources["rag"]["context_tokens"] == 30 * 50
-    assert sources["chat"]["context_tokens"] == 0
-    assert sum(v for k, v in sources["rag"].items() if k.endswith("_share")) == pytest.approx(
-        1.0, abs=1e-3
-    )
+    rows = await token_source_report(ledger)
+    # per (tenant, app): the two tenants' apps of the same name are not merged
+    assert [(r["tenant"], r["app"]) for r in rows] == [
+        ("acme", "chat"), ("acme", "rag"), ("globex", "chat"), ("globex", "rag")]
+    sources = {(r["tenant"], r["app"]): r for r in rows}
+    assert sources["acme", "rag"]["context_tokens"] == 20 * 50
+    assert sources["globex", "rag"]["context_tokens"] == 10 * 50
+    assert sources["globex", "chat"]["context_tokens"] == 0
+    assert sum(v for k, v in sources["acme", "rag"].items() if k.endswith("_share")) == \
+        pytest.approx(1.0, abs=1e-3)
     fps = await fingerprint_report(ledger)
     # per (tenant, app); prompts seen once are left out
     assert sorted((f["tenant"], f["app"], f["fingerprint"], f["requests"]) for f in fps) == [
