@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
                key_env: KeyEnvOpt = "TOKENPLANE_AUDIT_KEY") -> None:
         """Check hash chains, checkpoints and signed heads. Exit 0 when intact, 1 naming
         the first bad record, 2 when a log (or its key) cannot be used."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "")
         key = _key(root, key_env)
         worst = 0
         for d in _dirs(root, dir_):
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         home: HomeOpt = None, dir_: DirOpt = None,
     ) -> None:
         """Write records (with their hashes) to one JSONL file for compliance."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "")
         now = time.time()
         dirs = _dirs(root, dir_)
         source = dirs[0] if dir_ else root / "audit"
@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         """Remove records older than ``days``, up to a signed checkpoint, keeping the
         chain verifiable. Run it with the gateway stopped (a running gateway prunes
         its own log daily per ``governance.audit.retention_days``)."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "")
         keys = Keys.derive(_key(root, key_env))
         cutoff = time.time() - days * 86400.0
         total = 0
