@@ -737,3 +737,43 @@ def test_examples_hold_no_secrets() -> None:
     for path in FILES:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"sk-[A-Za-z0-9]{16,}|://[^/\s:@]+:[^/\s@]+@", text), path.name
+
+
+def test_serves_slos(gateways: Gateways, tmp_path: Path) -> None:
+    """The SLOs are evaluated from what the gateway recorded: `tokenplane slo status`
+    counts the served requests as valid and good, and a client mistake not as valid
+    at all; each SLO sees only what its selector selects."""
+    cfg = example("slos.yaml")
+    gw = gateways.start(cfg)
+    helpdesk = gw.create_key("acme", department="support", app="helpdesk")
+    other = gw.create_key("acme")
+    with client(gw, helpdesk) as c:
+        for _ in range(3):
+            stream(c, "chat")
+        chat(c, "chat")
+        with pytest.raises(openai.BadRequestError):  # a client mistake
+            c.chat.completions.create(model="chat", messages=MSGS, max_tokens=-1)
+    with client(gw, other) as c:
+        stream(c, "chat")
+    gateways.stop(gw)
+    path = tmp_path / "slos.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    out = cli("slo", "status", "--config", str(path), "--home", str(gw.home),
+              "--format", "json")
+    assert out.returncode == 0, out.stderr
+    rows = {(r["slo"], r["sli"]): r for r in json.loads(out.stdout)}
+    assert set(rows) == {("chat-interactive", "ttft"), ("chat-interactive", "tpot"),
+                         ("chat-availability", "availability"),
+                         ("helpdesk-latency", "latency")}
+    ttft = rows[("chat-interactive", "ttft")]
+    assert (ttft["valid"], ttft["bad"]) == (4, 0)  # the four streams (the default class)
+    avail = rows[("chat-availability", "availability")]
+    assert (avail["valid"], avail["bad"]) == (5, 0)  # not the 400
+    assert avail["sli_ratio"] == 1.0 and avail["budget_remaining"] == 1.0
+    assert avail["bad_events_left"] == pytest.approx(0.005 * 5)
+    latency = rows[("helpdesk-latency", "latency")]
+    assert (latency["valid"], latency["bad"]) == (1, 0)  # helpdesk's one non-stream call
+    assert set(latency["burn_rates"]) == {"1h", "5m", "1d", "2h"}
+    assert all(not r["alerts"] for r in rows.values())
+    table = cli("slo", "status", "--config", str(path), "--home", str(gw.home))
+    assert table.returncode == 0 and "chat-availability" in table.stdout

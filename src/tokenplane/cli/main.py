@@ -10,6 +10,7 @@ from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
 from tokenplane.cli.serve_cmd import register as register_serve
 from tokenplane.cli.simulate_cmd import register as register_simulate
+from tokenplane.cli.slo_cmd import register as register_slo
 from tokenplane.cli.usage_cmd import register as register_usage
 
 
@@ -25,6 +26,7 @@ def build_cli() -> typer.Typer:
     register_simulate(app)
     register_usage(app)
     register_audit(app)
+    register_slo(app)
     return app
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
+from tokenplane.config.slo_schema import SloConfig
 from tokenplane.config.validators import env_name, http_url
 
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
@@ -205,6 +206,7 @@ class GatewayConfig(_Strict):
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
+    slos: list[SloConfig] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -218,6 +220,24 @@ class GatewayConfig(_Strict):
             bad = [f for f in m.fallbacks if f not in seen or f == m.alias]
             if bad:
                 raise ValueError(f"model {m.alias!r}: unknown fallback aliases {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _slo_references(self) -> GatewayConfig:
+        names: set[str] = set()
+        classes = set(self.scheduling.class_specs())
+        for i, slo in enumerate(self.slos):
+            if slo.name in names:
+                raise ValueError(f"slos[{i}]: duplicate SLO name {slo.name!r}")
+            names.add(slo.name)
+            sel = slo.selector
+            if sel.model is not None and self.model(sel.model) is None:
+                raise ValueError(f"slos[{i}].selector.model: no model alias {sel.model!r}")
+            if sel.slo_class is not None and sel.slo_class not in classes:
+                raise ValueError(
+                    f"slos[{i}].selector.slo_class: no SLO class {sel.slo_class!r} "
+                    f"(known: {', '.join(sorted(classes))})"
+                )
         return self
 
     def model(self, alias: str) -> ModelConfig | None:

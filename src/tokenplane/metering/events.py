@@ -62,6 +62,7 @@ class UsageEvent:
     flags: list[str] = field(default_factory=list)
     model_version: str | None = None
     system_fingerprint: str | None = None
+    slo_class: str | None = None  # the scheduler's SLO class (None: not scheduled)
 
     @classmethod
     def from_counts(

@@ -139,6 +139,7 @@ class MeterFinisher:
             usage_source=ctx.usage_source, flags=list(ctx.flags),
             system_fingerprint=ctx.system_fingerprint,
             model_version=ctx.model_version,
+            slo_class=ctx.slo_class,
         )
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:

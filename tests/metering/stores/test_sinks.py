@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.metering.factories import make_event
-from tokenplane.metering.stores.base import LedgerSink, row_event
+from tokenplane.metering.events import EVENT_COLUMNS
+from tokenplane.metering.stores.base import LedgerSink, event_row, row_event
 from tokenplane.metering.stores.open import open_sink
 
 
@@ -42,6 +45,7 @@ async def test_events_read_back_unchanged(sink_target: str) -> None:
             first_token_ts=1.5,
             error_code=None,
             system_fingerprint="abc",
+            slo_class="interactive",
         )
         await sink.write([original])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-3"])
@@ -54,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2]]  # exactly one of them ran the migrations
+        assert applied == [[], [1, 2, 3]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 2
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 3
     finally:
         await first.close()
         await second.close()
@@ -69,5 +73,38 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
         await sink.record_price_table("v1", "USD", b'{"a":2}')
         rows = await sink.fetch("SELECT price_table FROM price_versions WHERE version = ?", ["v1"])
         assert rows == [{"price_table": '{"a":1}'}]
+    finally:
+        await sink.close()
+
+
+async def test_a_v1_ledger_gains_the_slo_class_column(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 2 keeps its rows; they read back with no class."""
+    from tokenplane.metering.stores import migrations, postgres, sqlite
+
+    monkeypatch.setattr(sqlite, "SQLITE_MIGRATIONS", migrations.SQLITE_MIGRATIONS[:1])
+    monkeypatch.setattr(postgres, "POSTGRES_MIGRATIONS", migrations.POSTGRES_MIGRATIONS[:1])
+    old = await open_sink(sink_target)
+    try:
+        columns = [c for c in EVENT_COLUMNS if c != "slo_class"]
+        row = dict(zip(EVENT_COLUMNS, event_row(make_event(1)), strict=True))
+        marks = ", ".join("?" for _ in columns)
+        await old.execute(
+            f"INSERT INTO usage_events ({', '.join(columns)}) VALUES ({marks})",
+            [row[c] for c in columns],
+        )
+    finally:
+        await old.close()
+    monkeypatch.undo()
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [2]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        assert row_event(rows[0]) == make_event(1)
+        assert row_event(rows[0]).slo_class is None
+        await sink.write([make_event(2, slo_class="batch")])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
+        assert row_event(rows[0]).slo_class == "batch"
     finally:
         await sink.close()

@@ -1,0 +1,114 @@
+"""Every SLO's state from the requests it selects: the policy that ``tokenplane slo
+status``, ``GET /admin/v1/slos`` and the alert loop read.
+
+``observe`` judges a finished request for every SLI of every SLO that selects it
+and adds it to that SLI's bucket tally; ``status(now)`` returns, per SLO and SLI, the
+SLI over the SLO's window, the error budget left (as a share and in bad events), the
+burn rate over each alert rule's windows, and the alerts that fire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tokenplane.slo.alerts import Firing, evaluate_rule
+from tokenplane.slo.budget import BudgetState, budget, burn_rate
+from tokenplane.slo.spec import Slo
+from tokenplane.slo.tally import BucketTally
+from tokenplane.slo.verdict import RequestFacts, Verdict, judge
+
+
+@dataclass(frozen=True, slots=True)
+class SliStatus:
+    slo: str
+    sli: str
+    threshold_s: float | None
+    objective: float
+    window_s: float
+    budget: BudgetState
+    burn: dict[float, float]  # window seconds -> burn rate over it
+    firing: tuple[Firing, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        b = self.budget
+        return {
+            "slo": self.slo,
+            "sli": self.sli,
+            "threshold_s": self.threshold_s,
+            "objective": self.objective,
+            "window_s": self.window_s,
+            "valid": b.valid,
+            "bad": b.bad,
+            "sli_ratio": b.sli,
+            "budget_remaining": b.remaining,
+            "bad_events_left": b.bad_left,
+            "burn_rates": {_span(w): r for w, r in sorted(self.burn.items())},
+            "alerts": [
+                {"severity": f.key.severity, "long_window": _span(f.key.long_s),
+                 "short_window": _span(f.key.short_s), "threshold": f.threshold,
+                 "long_burn": f.long_burn, "short_burn": f.short_burn}
+                for f in self.firing
+            ],
+        }
+
+
+def _span(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+class SloEvaluator:
+    def __init__(self, slos: Sequence[Slo], bucket_s: float = 60.0) -> None:
+        self.slos = tuple(slos)
+        self._tallies = {
+            (slo.name, sli.label): BucketTally(bucket_s) for slo in self.slos for sli in slo.slis
+        }
+
+    def observe(self, facts: RequestFacts) -> None:
+        for slo in self.slos:
+            if not slo.selector.selects(
+                facts.model, facts.tenant, facts.department, facts.app, facts.slo_class
+            ):
+                continue
+            for sli in slo.slis:
+                verdict = judge(sli, facts)
+                if verdict is not Verdict.NOT_VALID:
+                    self._tallies[(slo.name, sli.label)].add(
+                        facts.ts, bad=verdict is Verdict.BAD)
+
+    def observe_all(self, facts: Iterable[RequestFacts]) -> None:
+        for f in facts:
+            self.observe(f)
+
+    def tally(self, slo: str, sli: str) -> BucketTally:
+        return self._tallies[(slo, sli)]
+
+    def status(self, now: float, names: Iterable[str] | None = None) -> list[SliStatus]:
+        wanted = None if names is None else set(names)
+        out = []
+        for slo in self.slos:
+            if wanted is not None and slo.name not in wanted:
+                continue
+            for sli in slo.slis:
+                tally = self._tallies[(slo.name, sli.label)]
+                spans = sorted({s for r in slo.rules for s in (r.long_s, r.short_s)})
+                burns = {s: burn_rate(tally.window(now, s), slo.objective) for s in spans}
+                firing = tuple(
+                    hit for rule in slo.rules
+                    if (hit := evaluate_rule(slo, sli.label, rule, tally, now)) is not None
+                )
+                out.append(SliStatus(
+                    slo=slo.name, sli=sli.label, threshold_s=sli.threshold_s,
+                    objective=slo.objective, window_s=slo.window_s,
+                    budget=budget(tally.window(now, slo.window_s), slo.objective),
+                    burn=burns, firing=firing,
+                ))
+        return out
+
+    def prune(self, now: float) -> None:
+        """Forget buckets older than every SLO's window."""
+        for slo in self.slos:
+            for sli in slo.slis:
+                self._tallies[(slo.name, sli.label)].prune(now - slo.window_s)
