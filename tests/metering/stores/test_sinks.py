@@ -99,7 +99,7 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     monkeypatch.undo()
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
