@@ -13,6 +13,7 @@ from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
@@ -32,6 +33,8 @@ from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.metering.meter import Meter
 from tokenplane.metering.price_book import price_book
+from tokenplane.observe.access_log import AccessLog
+from tokenplane.operations.registry import standard_operations
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.pipeline.meter_stage import MeterFinisher
@@ -65,6 +68,7 @@ class Gateway:
     tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
     governance: Governance | None = None  # guards and audit (config.governance)
     routing: Routing | None = None  # live replica view, router, scheduler queues
+    access_log: AccessLog | None = None  # observe.access_log (on by default)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -81,6 +85,8 @@ class Gateway:
             await self.governance.audit.start()
         if self.routing is not None:
             await self.routing.start()
+        if self.access_log is not None:
+            self.access_log.start()
 
     async def close(self) -> None:
         if self.routing is not None:
@@ -97,6 +103,8 @@ class Gateway:
             await self.admission.close()
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
+        if self.access_log is not None:
+            await self.access_log.close()  # after the requests in flight have finished
         self.keys.close()
 
 
@@ -144,14 +152,17 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     routing = build_routing(config, pools, predictor, metrics, counters.count_text)
     governance = open_governance(config.governance, home, worker_id)
     tracing = otlp_provider(config.observe)
+    alc = config.observe.access_log
+    access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None)
+        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, access_log)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
-                 tracing=tracing, governance=governance, routing=routing)
+                 tracing=tracing, governance=governance, routing=routing,
+                 access_log=access_log)
     track_learning(gw)
     return gw
 
@@ -189,8 +200,11 @@ def track_learning(gw: Gateway) -> None:
 def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Application:
     gw = build_gateway(config, worker_id)
     ids = RequestIds()
+    middlewares = [envelope_middleware(ids)]
+    if gw.access_log is not None:  # outermost: it sees the enveloped answer
+        middlewares.insert(0, access_log_middleware(gw.access_log, set(standard_operations().paths)))
     app = web.Application(
-        middlewares=[envelope_middleware(ids)],
+        middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw

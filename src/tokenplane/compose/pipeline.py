@@ -4,7 +4,7 @@ Stages in order: auth, validate, [input guard], tokens, [context cap], admission
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
 [audit: before admission, which settles and drops the ticket whose limits the record
-lists], admission, [tracing]. The meter finisher also records each failed attempt.
+lists], admission, [tracing], [access log]. The meter finisher also records each failed attempt.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
 from tokenplane.meta.keystore import KeyStore
+from tokenplane.observe.access_log import AccessLog
+from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
@@ -44,6 +46,7 @@ class PipelineParts:
     meter: MeterFinisher
     governance: Governance | None = None
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
+    access_log: AccessLog | None = None  # observe.access_log.enabled
 
 
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
@@ -67,4 +70,6 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     finishers.append(AdmissionFinisher(parts.admission, counters.count_text))
     if parts.tracer is not None:
         finishers.append(SpanFinisher(parts.tracer, counters.count_text))
+    if parts.access_log is not None:  # last: it reads the settled counts
+        finishers.append(AccessLogFinisher(parts.access_log))
     return Pipeline(stages, call, finishers, attempt_finishers=[parts.meter])

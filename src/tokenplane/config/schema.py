@@ -156,10 +156,29 @@ def _default_labels() -> list[PrincipalLabel]:
     return ["tenant"]
 
 
+class AccessLogConfig(_Strict):
+    """One JSON line per request (docs/LEDGER.md, "Access log"): to stderr, or appended
+    to ``path``. ``sample`` is the share of successful requests written; errors are
+    always written."""
+
+    enabled: bool = True
+    sample: float = Field(1.0, ge=0, le=1)
+    path: str | None = None  # None: stderr
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError("must be a file path (or unset for stderr)")
+        return v
+
+
 class ObserveConfig(_Strict):
     """Observability: which principal levels become Prometheus labels (never keys or end
-    users: unbounded), and where OpenTelemetry spans go (OTLP over HTTP; none if unset)."""
+    users: unbounded), where OpenTelemetry spans go (OTLP over HTTP; none if unset), and
+    the access log."""
 
+    access_log: AccessLogConfig = Field(default_factory=lambda: AccessLogConfig())  # type: ignore[call-arg]
     labels: list[PrincipalLabel] = Field(default_factory=_default_labels)
     otlp_endpoint: str | None = None
     otlp_headers: dict[str, str] = Field(default_factory=dict)
