@@ -593,11 +593,16 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20collector-token")
     collector = HttpStub({"/v1/traces": _otlp}).start()
     try:
-        gw = gateways.start(example("observe.yaml", {"http://127.0.0.1:4318": collector.url}))
+        access = gateways.tmp / "access.jsonl"
+        gw = gateways.start(example("observe.yaml", {
+            "http://127.0.0.1:4318": collector.url,
+            "/var/log/tokenplane/access.jsonl": str(access)}))
         key = gw.create_key("acme", department="research", app="rag-bot")
         with client(gw, key) as c:
             chat(c, "chat")
             stream(c, "chat")
+            with pytest.raises(openai.NotFoundError):
+                chat(c, "no-such-alias")
         requests = [s for s, _ in metric_samples(gw, "tokenplane_requests_total")
                     if s.get("model") == "chat"]
         assert requests and all((s["tenant"], s["department"], s["app"]) ==
@@ -605,6 +610,11 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
         gateways.stop(gw)  # flushes the span batch
     finally:
         collector.stop()
+    logged = [json.loads(line) for line in access.read_text().splitlines()]
+    # sampled at 0.5: the error is always there, each success with probability 0.5
+    assert [r["status"] for r in logged if r["status"] >= 400] == [404]
+    assert all(r["app"] == "rag-bot" for r in logged if r["path"].startswith("/v1/chat"))
+    assert key not in access.read_text()
     assert collector.seen, "no spans were exported"
     spans, services = [], set()
     for seen in collector.seen:
@@ -614,8 +624,8 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
             services |= {a.value.string_value for a in rs.resource.attributes
                          if a.key == "service.name"}
             spans += [sp for ss in rs.scope_spans for sp in ss.spans]
-    assert services == {"tokenplane-gateway"} and len(spans) == 2
-    for sp in spans:
+    assert services == {"tokenplane-gateway"} and len(spans) == 3  # the 404 has one too
+    for sp in [sp for sp in spans if sp.status.code != 2]:  # 2: STATUS_CODE_ERROR
         attrs = {a.key: a.value for a in sp.attributes}
         assert attrs["gen_ai.request.model"].string_value == "chat"
         assert attrs["gen_ai.usage.output_tokens"].int_value == 8
