@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Collection
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -36,7 +35,7 @@ def access_log_middleware(log: AccessLog, pipeline_paths: Collection[str]) -> An
         finally:
             if log.wants(status < 400):
                 log.add(orjson.dumps({
-                    "time": datetime.fromtimestamp(start, UTC).isoformat(timespec="milliseconds"),
+                    "time": log.stamp(start),
                     "request_id": rid, "method": request.method, "path": request.path,
                     "status": status, "duration_ms": round((time.time() - start) * 1000, 1),
                 }, option=orjson.OPT_APPEND_NEWLINE))

@@ -16,6 +16,7 @@ import queue
 import random
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from tokenplane.periodic import Periodic
@@ -38,8 +39,20 @@ class AccessLog:
         self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._fd: int | None = None
+        self._second = -1
+        self._prefix = ""
         self._flusher = Periodic("access-log-flush", flush_s, self._flush_step, log=log,
                                  failure="access log flush failed")
+
+    def stamp(self, t: float) -> str:
+        """``t`` (epoch seconds) as ISO 8601 UTC with milliseconds; the date and time of
+        day are formatted once per second (``datetime.isoformat`` per line would cost
+        more than the rest of the line)."""
+        second = int(t)
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._prefix}.{int((t - second) * 1000):03d}Z"
 
     def wants(self, ok: bool) -> bool:
         """Whether a request with this outcome is written (sampling successes only)."""

@@ -1,6 +1,6 @@
 """The access log finisher: one JSON line per request of the inference routes.
 
-Fields: ``time`` (UTC, ISO 8601, the request's arrival), ``request_id``, ``method``,
+Fields: ``time`` (the arrival, ISO 8601 UTC with milliseconds), ``request_id``, ``method``,
 ``path``, ``status`` (HTTP; 499 for a client that left), ``outcome`` (``ok``,
 ``error``, ``cancelled``), ``error_code``, ``tenant``, ``department``, ``app``,
 ``key_id`` (the key's id, never the key), ``model`` (the alias asked for),
@@ -13,8 +13,6 @@ and queues it (``observe/access_log.py`` writes it from a thread).
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
-
 import orjson
 
 from tokenplane.observe.access_log import AccessLog
@@ -22,7 +20,8 @@ from tokenplane.pipeline.context import RequestContext
 
 
 def _ms(start: float, end: float | None) -> float | None:
-    return None if end is None else round((end - start) * 1000, 1)
+    """Milliseconds to one decimal (``round`` costs several times more)."""
+    return None if end is None else int((end - start) * 10_000) / 10
 
 
 class AccessLogFinisher:
@@ -34,8 +33,9 @@ class AccessLogFinisher:
             return
         p = ctx.principal
         counts = ctx.final[1] if ctx.final is not None else ctx.counts
+        arrival = ctx.arrival
         record = {
-            "time": datetime.fromtimestamp(ctx.arrival, UTC).isoformat(timespec="milliseconds"),
+            "time": self.log.stamp(arrival),
             "request_id": ctx.request_id,
             "method": "POST",
             "path": ctx.path,
@@ -52,7 +52,7 @@ class AccessLogFinisher:
             "prompt_tokens": counts.prompt,
             "completion_tokens": counts.output,
             "attempts": ctx.attempt + 1,
-            "duration_ms": _ms(ctx.arrival, time.time()),
-            "ttft_ms": _ms(ctx.arrival, ctx.first_token),
+            "duration_ms": _ms(arrival, time.time()),
+            "ttft_ms": _ms(arrival, ctx.first_token),
         }
         self.log.add(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
