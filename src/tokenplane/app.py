@@ -10,10 +10,10 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
-from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
@@ -21,8 +21,8 @@ from tokenplane.api.openai_routes import (
     envelope_middleware,
 )
 from tokenplane.compose.governance import Governance, open_governance
-from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
+from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
 from tokenplane.engine.profiles import get_profile
@@ -34,9 +34,9 @@ from tokenplane.meta.open_stores import open_directory, open_key_store, open_lim
 from tokenplane.metering.meter import Meter
 from tokenplane.metering.price_book import price_book
 from tokenplane.observe.access_log import AccessLog
-from tokenplane.operations.registry import standard_operations
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
+from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.tokens.model_counters import ModelCounters
@@ -202,7 +202,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     ids = RequestIds()
     middlewares = [envelope_middleware(ids)]
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
-        middlewares.insert(0, access_log_middleware(gw.access_log, set(standard_operations().paths)))
+        paths = set(standard_operations().paths)  # logged by the pipeline's finisher
+        middlewares.insert(0, access_log_middleware(gw.access_log, paths))
     app = web.Application(
         middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,

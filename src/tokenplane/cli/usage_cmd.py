@@ -12,7 +12,6 @@ The ledger is ``$TOKENPLANE_DATABASE_URL`` (PostgreSQL) if set, else
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any

@@ -6,13 +6,15 @@ Fields: ``time`` (the arrival, ISO 8601 UTC with milliseconds), ``request_id``, 
 ``key_id`` (the key's id, never the key), ``model`` (the alias asked for),
 ``backend``, ``stream``, ``prompt_tokens``, ``completion_tokens`` (as billed),
 ``attempts``, ``duration_ms`` and ``ttft_ms`` (time to first token of a stream; null
-for a non-stream answer or when no token came). Runs last, after the meter settled the counts; it only encodes the line
-and queues it (``observe/access_log.py`` writes it from a thread).
+for a non-stream answer or when no token came). Runs last, after the meter settled
+the counts; it only encodes the line and queues it (``observe/access_log.py`` writes
+it from a thread).
 """
 
 from __future__ import annotations
 
 import time
+
 import orjson
 
 from tokenplane.observe.access_log import AccessLog
