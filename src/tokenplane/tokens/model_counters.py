@@ -2,8 +2,9 @@
 truth come from the same chat template, so a sim replica's ``usage`` and the
 gateway's count agree exactly.
 
-An alias whose tokenizer is ``estimate``, or whose spec cannot be resolved or loaded,
-is counted by the calibrated :class:`Estimator` (results flagged ``input_estimated``);
+An alias whose tokenizer is ``estimate``, or a model name no rule resolves, is counted
+by the calibrated :class:`Estimator` (results flagged ``input_estimated``); a spec
+(``kind:arg``) that cannot be loaded raises :class:`UnknownTokenizerError`;
 the meter finisher calibrates it with the upstream's reported prompt counts. A
 simulated replica of such an alias still needs real ids: it uses ``cl100k_base``.
 """
