@@ -14,6 +14,8 @@ import logging
 import os
 import queue
 import random
+import select
+import stat
 import sys
 import threading
 import time
@@ -30,8 +32,9 @@ class AccessLog:
 
     def __init__(self, path: str | None = None, sample: float = 1.0, *,
                  flush_s: float = 0.2, batch_lines: int = 512,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random, fd: int | None = None) -> None:
         self.path = path
+        self._given_fd = fd  # with no path: this descriptor (default: stderr's)
         self.sample = sample
         self.batch_lines = batch_lines
         self._rand = rand
@@ -78,7 +81,7 @@ class AccessLog:
         if self._thread is not None:
             return
         if self.path is None:
-            self._fd = sys.stderr.fileno()
+            self._fd = self._given_fd if self._given_fd is not None else sys.stderr.fileno()
         else:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         self._thread = threading.Thread(target=self._write_loop, name="access-log",
@@ -101,14 +104,35 @@ class AccessLog:
     def _write_loop(self) -> None:
         fd = self._fd
         assert fd is not None
+        # a pipe shared by several workers (stderr under a supervisor) keeps a write
+        # whole only up to PIPE_BUF bytes: write it in pieces of whole lines that size
+        piece = None if stat.S_ISREG(os.fstat(fd).st_mode) else select.PIPE_BUF
         while True:
             chunk = self._queue.get()
             if chunk is None:
                 return
             try:
-                view = memoryview(chunk)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
+                for part in _pieces(chunk, piece):
+                    view = memoryview(part)
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
             except OSError as exc:  # never take the gateway down for its access log
                 log.warning("access log write failed: %s", exc)
+
+
+def _pieces(chunk: bytes, limit: int | None) -> list[bytes]:
+    """``chunk`` (whole lines) cut at line ends into pieces of at most ``limit`` bytes
+    where it can be (a longer line is a piece of its own)."""
+    if limit is None or len(chunk) <= limit:
+        return [chunk]
+    out: list[bytes] = []
+    start = 0
+    while start < len(chunk):
+        end = chunk.rfind(b"\n", start, start + limit)
+        if end < 0:  # one line longer than the limit
+            end = chunk.find(b"\n", start + limit)
+            end = len(chunk) - 1 if end < 0 else end
+        out.append(chunk[start:end + 1])
+        start = end + 1
+    return out
