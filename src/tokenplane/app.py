@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,9 +11,11 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
@@ -39,6 +42,16 @@ from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.slo.canary import guard_spec
+from tokenplane.slo.canary_guards import CanaryGuards
+from tokenplane.slo.gateway.alerting import SloAlerting
+from tokenplane.slo.gateway.collector import SloCollector
+from tokenplane.slo.gateway.leader import open_leadership
+from tokenplane.slo.gateway.notify import WebhookNotifier
+from tokenplane.slo.gateway.service import SloService
+from tokenplane.slo.live import SloCounters
+from tokenplane.slo.protection import BudgetProtection, protect_spec
+from tokenplane.slo.spec import Slo, slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http_transport import HttpTransport
@@ -68,6 +81,7 @@ class Gateway:
     tracing: TracerProvider | None = None  # set when observe.otlp_endpoint is configured
     governance: Governance | None = None  # guards and audit (config.governance)
     routing: Routing | None = None  # live replica view, router, scheduler queues
+    slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
     access_log: AccessLog | None = None  # observe.access_log (on by default)
 
     def models_for(self, tenant: str) -> list[str]:
@@ -81,14 +95,20 @@ class Gateway:
         for s in self.services:
             await s.start()
         await self.meter.start()
+        if self.admission is not None:
+            await self.admission.start()
         if self.governance is not None and self.governance.audit is not None:
             await self.governance.audit.start()
         if self.routing is not None:
             await self.routing.start()
+        if self.slo is not None:
+            self.slo.start()
         if self.access_log is not None:
             self.access_log.start()
 
     async def close(self) -> None:
+        if self.slo is not None:
+            await self.slo.close()
         if self.routing is not None:
             await self.routing.close()
         for s in self.services:
@@ -147,24 +167,61 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
     predictor = LengthPredictor(default=config.admission.default_output_tokens)
     limits = open_limit_store(keys, home, config.admission.limits_reload_s)
-    admission = AdmissionService.build(config.admission, config.redis_url, home, metrics,
-                                       lambda: meter.prices, predictor, limits=limits)
+    admission = AdmissionService.build(
+        config.admission, config.redis_url, home, metrics, lambda: meter.prices, predictor,
+        limits=limits, local_socket=os.environ.get(SOCKET_ENV),
+        workers=int(os.environ.get(WORKERS_ENV, "1")))
     routing = build_routing(config, pools, predictor, metrics, counters.count_text)
     governance = open_governance(config.governance, home, worker_id)
     tracing = otlp_provider(config.observe)
+    slos = [slo_from_config(s) for s in config.slos]
+    slo_counters = SloCounters(slos) if slos else None
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, access_log)
+        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
+        access_log)
+    slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
-                 tracing=tracing, governance=governance, routing=routing,
+                 tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log)
     track_learning(gw)
+    if slo is not None and slo_counters is not None:
+        metrics.registry.register(SloCollector(slo_counters, slo))
     return gw
+
+
+def build_slo_service(
+    config: GatewayConfig, home: Path, slos: list[Slo], meter: Meter, routing: Routing
+) -> SloService | None:
+    """The SLO evaluation (None without SLOs), with alerting when webhooks are set and
+    the canary guards of the version splits."""
+    if not slos:
+        return None
+    cfg = config.slo_alerting
+    alerting = None
+    if cfg.webhooks:
+        leader = open_leadership(home, config.database_url, config.redis_url,
+                                 config.admission.key_prefix, cfg.evaluate_every)
+        alerting = SloAlerting(leader, WebhookNotifier(cfg))
+    specs = [guard_spec(alias, s.guard) for alias, s in config.routing.splits.items()
+             if s.guard is not None]
+    router = routing.router
+    guards = (CanaryGuards(specs, slos, lambda g: router.roll_back(g.alias, g.stable))
+              if specs else None)
+    protection = restrict = None
+    hub = routing.hub
+    protects = [protect_spec(s.name, s.protect, hub.classes) for s in config.slos
+                if s.protect is not None] if hub is not None else []
+    if protects and hub is not None:
+        protection, restrict = BudgetProtection(protects, slos), hub.restrict
+    return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
+                      alerting=alerting, guards=guards, protection=protection,
+                      restrict=restrict)
 
 
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:
@@ -217,6 +274,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

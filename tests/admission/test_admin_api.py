@@ -56,7 +56,8 @@ def test_org_keys_and_limits_crud(gw: GatewayThread) -> None:
                                                 "budget_period": "weekly"}})
     assert put.status_code == 200, put.text
     assert put.json()["limits"] == {"rpm": 1, "budget_micros": 2_500_000,
-                                    "budget_period": "weekly"}
+                                    "budget_period": "weekly", "budget": "2.50",
+                                    "currency": "USD"}
     shown = admin.get("/limits", params={"tenant": "globex"}).json()["data"]
     assert [e["scope"] for e in shown] == ["department:globex/rnd"]
 
@@ -70,6 +71,9 @@ def test_org_keys_and_limits_crud(gw: GatewayThread) -> None:
     assert (rpm["spent"], rpm["remaining"], rpm["limit"]) == (1, 0, 1)
     weekly = next(lim for lim in budget[0]["limits"] if lim["name"] == "budget")
     assert weekly["unit"] == "cost_micros" and weekly["spent"] > 0
+    assert (weekly["currency"], weekly["limit_amount"]) == ("USD", "2.50")  # not micros
+    spent = weekly["spent"]
+    assert weekly["spent_amount"] == f"0.{spent:06d}"  # a few micros
     assert weekly["resets_at"] is not None
 
     bad = admin.put("/limits", json={"target": {"tenant": "globex"},
@@ -135,9 +139,10 @@ def test_cli_limits_set_show_delete_reach_a_running_gateway(gw: GatewayThread) -
     shown = _cli(gw.home, "show", "--tenant", "hooli")
     assert shown.returncode == 0 and "search" in shown.stdout and "max_concurrent=4" in \
         shown.stdout
-    with pytest.raises(openai.RateLimitError) as info:  # picked up by the gateway
+    assert "budget=10.00 " in out.stdout  # currency units, not micros
+    with pytest.raises(openai.BadRequestError) as info:  # picked up by the gateway
         client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
-    assert info.value.code == "rate_limit_exceeded"
+    assert info.value.code == "request_exceeds_limit"  # rpm 0: it can never pass
     bad = _cli(gw.home, "set", "--tenant", "hooli", "--budget", "1", "--period", "yearly")
     assert bad.returncode == 2 and "period" in bad.stderr
     deleted = _cli(gw.home, "delete", "--tenant", "hooli", "--department", "eng",

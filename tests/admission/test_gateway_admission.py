@@ -109,8 +109,10 @@ def test_money_budget_refusal_has_its_own_code(gw: GatewayThread) -> None:
             served += 1
     assert served >= 1
     err = info.value
-    assert err.code == "budget_exceeded" and "budget" in err.message
-    assert "tenant:money" in err.message
+    assert err.code == "budget_exceeded"
+    # in the currency, not in micros
+    assert "- Budget 0.000040 USD/day for tenant money reached: 0.00 USD remaining." in \
+        err.message
     assert int(err.response.headers["retry-after"]) >= 1
     assert "x-ratelimit-limit-requests" not in err.response.headers
     assert _spent(gw, "money", Scope("tenant", "money"), "budget") <= 40
@@ -143,9 +145,45 @@ def test_model_limit_applies_to_that_model_only(gw: GatewayThread) -> None:
     client = _client(gw, gw.create_key("mdl", app="a"))
     client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
     _limit(gw, LimitTarget("mdl", model=MODEL), rpm=0)
-    with pytest.raises(openai.RateLimitError) as info:
+    with pytest.raises(openai.BadRequestError) as info:  # a limit of 0: never passes
         client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)
-    assert f"tenant:mdl@{MODEL}" in info.value.message
+    assert info.value.code == "request_exceeds_limit"
+    assert f"tenant mdl (model {MODEL})" in info.value.message
+    client.close()
+
+
+def test_request_that_can_never_fit_is_a_400_without_retry(gw: GatewayThread) -> None:
+    """Item 17: a request larger than a limit itself is refused for good (400
+    ``request_exceeds_limit``, naming the limit and the scope, no retry-after), not
+    told to retry in a second; one that fits the same limit is served."""
+    prompt = _prompt_tokens(gw)
+    _limit(gw, LimitTarget("never"), tpm=prompt + 5)  # the reservation: prompt + 8
+    client = _client(gw, gw.create_key("never", app="a"))
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20)
+    err = info.value
+    assert (err.status_code, err.code, err.type) == (400, "request_exceeds_limit",
+                                                     "invalid_request_error")
+    assert "retry-after" not in err.response.headers
+    assert "x-request-id" in err.response.headers
+    assert err.message.endswith(
+        "This request can never pass the limit 'tpm' of tenant never: it needs "
+        f"{prompt + 8} total_tokens at once and the limit allows {prompt + 5} total_tokens "
+        "per minute. Lower max_tokens or shorten the input.")
+    client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3)  # fits
+    # a prompt larger than the day's tokens
+    _limit(gw, LimitTarget("never", app="a"), tokens_per_day=prompt - 1)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
+    assert info.value.code == "request_exceeds_limit"
+    assert "'tokens_per_day' of app never//a" in info.value.message
+    assert "per day" in info.value.message
+    # a request that costs more than the whole budget, in the currency
+    _limit(gw, LimitTarget("never", app="a"), tokens_per_day=None, budget_micros=1,
+           budget_period="monthly")
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1)
+    assert "the limit allows 0.000001 USD per month" in info.value.message
     client.close()
 
 

@@ -38,7 +38,11 @@ async def test_department_budget_stops_all_its_apps_only(store: CounterStore) ->
         assert refused.scope == Scope("department", "eng")
         assert (refused.code, refused.limit_name, refused.limit) == (
             "budget_exceeded", "budget", 1_000)
-        assert "department:eng" in refused.message and "acme" not in refused.message
+        assert "acme" not in refused.message
+        # money in the currency, not in micros
+        assert refused.describe("USD") == (
+            "Budget 0.001000 USD/month for department eng reached: 0.00 USD remaining. "
+            f"Retry after {refused.retry_after_s:.3f}s.")
     other = await adm.reserve(rep, Amounts(1, 10, 10, 500), NOW + 1)
     assert isinstance(other, Grant)
     # All-or-nothing: the refused requests left nothing behind at the tenant.

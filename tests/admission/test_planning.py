@@ -41,10 +41,18 @@ def test_denial_becomes_a_429_with_retry_after() -> None:
     err = denial_error(d, extra_headers={"x-ratelimit-limit-requests": "5"})
     assert (err.status, err.code, err.type) == (429, "budget_exceeded", "rate_limit_error")
     assert err.headers == {"x-ratelimit-limit-requests": "5", "retry-after": "13"}
-    assert "department:eng" in err.message and "budget" in err.message
-    never = denial_error(Denial(Scope("tenant", "t"), "max_concurrent", 2, 0, None,
-                                "concurrency_limit_exceeded", "requests"))
-    assert never.headers["retry-after"] == "1"
+    assert "department eng" in err.message and "Budget 0.001000 for" in err.message
+    full = denial_error(Denial(Scope("tenant", "t"), "max_concurrent", 2, 0, None,
+                               "concurrency_limit_exceeded", "requests"))
+    assert full.headers["retry-after"] == "1"
+    never = denial_error(Denial(Scope("tenant", "t"), "tpm", 100, 100, None,
+                                "rate_limit_exceeded", "total_tokens", requested=276,
+                                never=True), extra_headers={"x-ratelimit-limit-tokens": "1"})
+    assert (never.status, never.code, never.type) == (400, "request_exceeds_limit",
+                                                      "invalid_request_error")
+    assert never.headers == {}  # waiting cannot help: no retry-after
+    assert "can never pass the limit 'tpm' of tenant t" in never.message
+    assert "276 total_tokens" in never.message
 
 
 def test_store_down_becomes_a_503() -> None:

@@ -121,10 +121,12 @@ async def test_redis_stopped_during_traffic_then_back(private_redis: PrivateRedi
         during = await adm.reserve([TENANT], Amounts(1), NOW + 1)
         assert isinstance(during, Grant) and store.stats.fallback_ops == 1
         assert (await adm.reconcile(during, Amounts(1), NOW + 1.5)).found
-    # A reservation held in Redis cannot settle while it is down: counted, and left
-    # to expire there (settled as fully used).
+    # A reservation held in Redis cannot settle while it is down: it waits in the
+    # queue, behind the release of the reservation whose reserve failed (it may have
+    # been made), and both are retried in order once Redis is back.
     assert not (await adm.reconcile(before, Amounts(1), NOW + 1.2)).found
-    assert store.stats.orphaned_settlements == 1
+    assert store.pending == 2 and store.stats.queued_settlements == 2
+    assert store.stats.orphaned_settlements == 0
     assert store.degraded
     await private_redis.start()
     after = await adm.reserve([TENANT], Amounts(1), NOW + 3)
@@ -133,6 +135,9 @@ async def test_redis_stopped_during_traffic_then_back(private_redis: PrivateRedi
     assert primary.script_loads == 2  # the restarted server had to load the script again
     status = await adm.status("acme", TENANT, NOW + 3)
     assert status[0].spent == 1  # the fresh Redis holds exactly the new request
+    await store.heartbeat(NOW + 3.5)  # the retries find nothing to settle there
+    assert store.pending == 0 and store.stats.retried_settlements == 2
+    assert (await adm.status("acme", TENANT, NOW + 3.5))[0].spent == 1
     await store.close()
 
 

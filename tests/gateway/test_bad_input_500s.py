@@ -48,16 +48,20 @@ def _post(gw: GatewayThread, key: str, path: str, body: dict[str, Any]) -> httpx
                       headers={"authorization": f"Bearer {key}"})
 
 
-TOOL_CALLS = [("a string", "x"), ("a list of non-objects", [1, "a"]),
-              ("function not an object", [{"type": "function", "function": "f"}])]
+# the param names the exact field at fault (issue 13, item 14)
+TOOL_CALLS = [("a string", "x", ""), ("a list of non-objects", [1, "a"], "[0]"),
+              ("function not an object", [{"type": "function", "function": "f"}],
+               "[0].function")]
 
 
-@pytest.mark.parametrize("calls", [c[1] for c in TOOL_CALLS], ids=[c[0] for c in TOOL_CALLS])
-def test_chat_tool_calls_mistyped(gateway: GatewayThread, api_key: str, calls: Any) -> None:
+@pytest.mark.parametrize(("calls", "where"), [c[1:] for c in TOOL_CALLS],
+                         ids=[c[0] for c in TOOL_CALLS])
+def test_chat_tool_calls_mistyped(gateway: GatewayThread, api_key: str, calls: Any,
+                                  where: str) -> None:
     msgs = [*OK_MSG, {"role": "assistant", "content": None, "tool_calls": calls},
             {"role": "user", "content": "and?"}]
     resp = _post(gateway, api_key, "/chat/completions", {"model": MODEL, "messages": msgs})
-    assert _bad(resp, "messages[1].tool_calls")["code"] == "invalid_type"
+    assert _bad(resp, "messages[1].tool_calls" + where)["code"] == "invalid_type"
     _still_serves(gateway, api_key)
 
 
@@ -77,7 +81,7 @@ def test_completion_token_ids_out_of_range(gateway: GatewayThread, api_key: str,
 def test_completion_token_id_lists_of_lists(gateway: GatewayThread, api_key: str) -> None:
     resp = _post(gateway, api_key, "/completions",
                  {"model": MODEL, "prompt": [[1, 2], [1000000000000]], "max_tokens": 3})
-    _bad(resp, "prompt")
+    _bad(resp, "prompt[0]")  # a token id, not an array
     _still_serves(gateway, api_key)
 
 

@@ -274,7 +274,8 @@ def test_query_string_is_ignored_for_routing(gw: GatewayThread, key: str) -> Non
 def test_header_names_are_case_insensitive(gw: GatewayThread, key: str) -> None:
     with Client(gw.port) as c:
         c.send(request("POST", "/v1/chat/completions", chat(2),
-                       headers={"AUTHORIZATION": f"Bearer {key}", "Content-Type": "x"}))
+                       headers={"AUTHORIZATION": f"Bearer {key}",
+                                "Content-Type": "Application/JSON"}))
         assert c.answer().status == 200
         c.send(request("POST", "/v1/chat/completions", chat(2)))
         check_envelope(c.answer(), 401)

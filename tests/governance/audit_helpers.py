@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from tokenplane.governance.audit.chain import seal
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.log import AuditLog
-from tokenplane.governance.audit.segments import list_segments
+from tokenplane.governance.audit.segments import HEAD_NAME, list_segments
 
 KEY = b"0123456789abcdef0123456789abcdef"
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -56,3 +59,36 @@ def rewrite(path: Path, new_lines: list[bytes]) -> None:
 
 def seq_of(line: bytes) -> int:
     return int(orjson.loads(line)["seq"])
+
+
+def rehash_from(ls: list[bytes], start: int) -> list[bytes]:
+    """What an attacker without the key can do after changing line ``start``: recompute
+    every hash from there on and relink the chain (signatures are left as they are)."""
+    out = list(ls[:start])
+    prev = orjson.loads(out[-1])["hash"] if out else None
+    for line in ls[start:]:
+        rec = {k: v for k, v in orjson.loads(line).items() if k != "hash"}
+        if prev is not None:
+            rec["prev_hash"] = prev
+        sealed, prev = seal(rec)
+        out.append(sealed)
+    return out
+
+
+def replay_with_key(path: Path, key: bytes, change: Callable[[dict[str, Any]], None],
+                    checkpoint_every: int) -> None:
+    """What an attacker who holds a key can do: rewrite the whole log (``change``
+    applied to each request record) with a writer of their own, re-signed throughout."""
+    records = [orjson.loads(line) for line in lines(path)]
+    for seg in list_segments(path):
+        seg.unlink()
+    (path / HEAD_NAME).unlink()
+    log = AuditLog(path, key, checkpoint_every=checkpoint_every, retention="redacted",
+                   redactor=lambda text: text)
+    for rec in records:
+        if rec["kind"] != "request":
+            continue  # the writer adds its own checkpoints
+        change(rec)
+        fields = {k: v for k, v in rec.items() if k not in ("seq", "ts", "prev_hash", "hash")}
+        log.append(fields, ts=rec["ts"])
+    log.close()

@@ -5,6 +5,7 @@ from pathlib import Path
 import orjson
 
 from tokenplane.governance.audit.log import AuditLog
+from tokenplane.governance.audit.signing import Verifier
 from tokenplane.governance.audit.verify import verify
 
 from .audit_helpers import KEY, T0, build, entry, lines, rewrite
@@ -21,6 +22,7 @@ def test_prune_keeps_chain_verifiable(tmp_path: Path) -> None:
     assert recs[0]["kind"] == "checkpoint"  # the anchor
     assert all(r["ts"] >= T0 + 15 * DAY for r in recs)  # at most one checkpoint span older
     assert verify(tmp_path, KEY).ok
+    assert verify(tmp_path, Verifier.from_secret(KEY).public_only()).ok  # an auditor's check
     # The log keeps working after pruning.
     log.append(entry(100), ts=T0 + 41 * DAY)
     log.close()

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from tokenplane.config.governance_schema import GovernanceConfig
-from tokenplane.governance.audit.keyfile import audit_key
+from tokenplane.governance.audit.keyfile import resolve_key
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import PiiAction
 
@@ -69,23 +69,24 @@ def test_overrides_layer_tenant_then_app() -> None:
 
 
 def test_key_from_env_wins_and_short_keys_fail(tmp_path: Path) -> None:
-    found = audit_key(tmp_path, "K", env={"K": "x" * 20})
-    assert found == (b"x" * 20, "env")
+    found = resolve_key(tmp_path, "K", env={"K": "x" * 20})
+    assert found is not None and found[0] == b"x" * 20
+    assert found[1].kind == "env" and not found[1].in_data_dir
     assert not (tmp_path / "audit.key").exists()
     with pytest.raises(ValueError):
-        audit_key(tmp_path, "K", env={"K": "short"})
-    assert audit_key(tmp_path, "K", env={}, create=False) is None
+        resolve_key(tmp_path, "K", env={"K": "short"})
+    assert resolve_key(tmp_path, "K", env={}, create=False) is None
 
 
 def test_generated_key_is_shared_by_workers_starting_together(tmp_path: Path) -> None:
-    results: list[tuple[bytes, str]] = []
+    results: list[tuple[bytes, str]] = []  # key, kind
     barrier = threading.Barrier(6)
 
     def start() -> None:
         barrier.wait()
-        found = audit_key(tmp_path, "K", env={})
-        assert found is not None
-        results.append(found)
+        found = resolve_key(tmp_path, "K", env={})
+        assert found is not None and found[1].in_data_dir
+        results.append((found[0], found[1].kind))
 
     threads = [threading.Thread(target=start) for _ in range(6)]
     for t in threads:

@@ -133,7 +133,7 @@ async def _run(home: Path) -> tuple[list[tuple[int, Any]], list[str]]:
         out: list[tuple[int, Any]] = []
         try:
             async with TestClient(TestServer(app)) as client:
-                headers = {"authorization": f"Bearer {key}"}
+                headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
                 for body in ({"model": MODEL, "text": 42}, {"model": MODEL, "text": "hi there"}):
                     resp = await client.post("/v1/echo-kind", data=orjson.dumps(body),
                                              headers=headers)

@@ -9,7 +9,15 @@ share one decoder and one set of semantics:
   1-based, ``retry_ms`` -1 when waiting cannot help) or
   ``[1, remaining_1 .. remaining_n, (index, threshold_pct, used)*]``;
 * reconcile / release -> ``[found, (index, threshold_pct, used)*]``;
-* status -> ``[used_1, held_1, .., used_n, held_n]``.
+* status -> ``[used_1, held_1, .., used_n, held_n]``;
+* renew -> ``[renewed, reacquired]``.
+
+Concurrency units (gauges) are *leases*: a reservation made with ``lease_ms > 0``
+that holds a gauge keeps its units only while its lease is renewed (by the
+worker's heartbeat, :meth:`CounterBook.renew`). A lease not renewed by its
+deadline *lapses* at the next operation of its tenant: its gauge units are
+given back at once, while the reservation itself (tokens, money) lives on until it
+is settled or expires at its ``ttl``. Renewing a lapsed lease takes its units again.
 
 Amount vectors are ``[requests, input, output, cost]``; units are numbered
 1..5 (requests, input, output, total, cost).
@@ -106,6 +114,7 @@ class _Record:
     reserved: list[int]
     debited: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     ndebits: int = 0
+    leased: bool = False
 
 
 State = _Sliding | _Calendar | _Gauge
@@ -119,7 +128,11 @@ class CounterBook:
         self._records: dict[str, _Record] = {}
         self._deadlines: list[tuple[int, str]] = []
         self._clock: dict[str, int] = {}
+        # per tenant: reservation id -> lease deadline, and a heap of the deadlines
+        self._leases: dict[str, dict[str, int]] = {}
+        self._lease_heap: dict[str, list[tuple[int, str]]] = {}
         self.expired = 0
+        self.lapsed = 0
 
     # -- helpers -----------------------------------------------------------------
     def _now(self, tenant: str, now_ms: int) -> int:
@@ -176,6 +189,7 @@ class CounterBook:
             if rec is None or rec.deadline_ms != deadline:
                 continue
             del self._records[rid]
+            self._leases.get(rec.tenant, {}).pop(rid, None)
             for e in rec.entries:
                 st = self._get(rec.tenant, e.key, e.kind)
                 if isinstance(st, _Gauge):
@@ -186,11 +200,73 @@ class CounterBook:
         self.expired += count
         return count
 
+    def _release_gauges(self, rec: _Record) -> None:
+        for e in rec.entries:
+            if e.kind == "g" and e.granted > 0:
+                st = self._get(rec.tenant, e.key, e.kind)
+                assert isinstance(st, _Gauge)
+                st.used = max(0, st.used - e.granted)
+                e.granted = 0
+
+    def lapse(self, tenant: str, now_ms: int) -> int:
+        """Give back the gauge units of the tenant's leases past their deadline (at
+        most 64 per call, like the Redis script)."""
+        leases = self._leases.get(tenant)
+        if not leases:
+            return 0
+        heap = self._lease_heap[tenant]
+        count = 0
+        while heap and heap[0][0] <= now_ms and count < 64:
+            deadline, rid = heapq.heappop(heap)
+            if leases.get(rid) != deadline:
+                continue
+            del leases[rid]
+            rec = self._records.get(rid)
+            if rec is not None:
+                self._release_gauges(rec)
+                self.lapsed += 1
+            count += 1
+        return count
+
+    def _lease(self, tenant: str, rid: str, deadline: int) -> None:
+        self._leases.setdefault(tenant, {})[rid] = deadline
+        heapq.heappush(self._lease_heap.setdefault(tenant, []), (deadline, rid))
+
+    def renew(self, tenant: str, rids: Sequence[str], now_ms: int, lease_ms: int) -> list[int]:
+        """Extend the leases of ``rids`` to ``now + lease_ms``; a lapsed lease whose
+        reservation is still open takes its gauge units again."""
+        now_ms = self._now(tenant, now_ms)
+        leases = self._leases.get(tenant, {})
+        deadline = now_ms + lease_ms
+        renewed = back = 0
+        for rid in rids:
+            if rid in leases:
+                self._lease(tenant, rid, deadline)
+                renewed += 1
+                continue
+            rec = self._records.get(rid)
+            if rec is None or not rec.leased or rec.tenant != tenant:
+                continue
+            granted = [rec.reserved[j] + rec.debited[j] for j in range(4)]
+            for e in rec.entries:
+                if e.kind != "g":
+                    continue
+                full = amount(granted, e.unit)
+                if full > e.granted:
+                    st = self._get(tenant, e.key, e.kind)
+                    assert isinstance(st, _Gauge)
+                    st.used += full - e.granted
+                    e.granted = full
+            self._lease(tenant, rid, deadline)
+            back += 1
+        return [renewed, back]
+
     # -- operations --------------------------------------------------------------
     def reserve(self, tenant: str, rid: str, wires: Sequence[Wire], vec: Sequence[int],
-                now_ms: int, ttl_ms: int) -> list[int]:
+                now_ms: int, ttl_ms: int, lease_ms: int = 0) -> list[int]:
         now_ms = self._now(tenant, now_ms)
         self.sweep(now_ms)
+        self.lapse(tenant, now_ms)
         if rid in self._records:
             raise ValueError(f"reservation id {rid!r} is already in use")
         states = [self._get(tenant, w[0], w[1]) for w in wires]
@@ -214,6 +290,9 @@ class CounterBook:
             entries.append(_Entry(w[0], w[1], w[2], n, win))
             out.append(w[3] - self._used(st))
         rec = _Record(rid, tenant, now_ms + ttl_ms, ttl_ms, entries, list(vec))
+        if lease_ms > 0 and any(w[1] == "g" for w in wires):
+            rec.leased = True
+            self._lease(tenant, rid, now_ms + lease_ms)
         self._records[rid] = rec
         heapq.heappush(self._deadlines, (rec.deadline_ms, rid))
         return out + alerts
@@ -236,6 +315,7 @@ class CounterBook:
         if rec is None:
             return [-1]
         now_ms = self._now(rec.tenant, now_ms)
+        self.lapse(rec.tenant, now_ms)
         states = [self._get(rec.tenant, w[0], w[1]) for w in wires]
         worst = self._worst(states, wires, vec, now_ms)
         if worst is not None:
@@ -272,6 +352,7 @@ class CounterBook:
         rec = self._records.pop(rid, None)
         if rec is None:
             return [0]
+        self._leases.get(rec.tenant, {}).pop(rid, None)
         now_ms = self._now(rec.tenant, now_ms)
         granted_vec = [rec.reserved[j] + rec.debited[j] for j in range(4)]
         out = [1]
@@ -305,6 +386,7 @@ class CounterBook:
 
     def status(self, tenant: str, wires: Sequence[Wire], now_ms: int) -> list[int]:
         now_ms = self._now(tenant, now_ms)
+        self.lapse(tenant, now_ms)
         out: list[int] = []
         for w in wires:
             st = self._get(tenant, w[0], w[1])

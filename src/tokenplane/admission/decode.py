@@ -44,6 +44,7 @@ def denial(raw: Sequence[int], limits: Sequence[BoundLimit]) -> Denial:
         retry_after_s=None if retry < 0 else retry / 1000,
         code=b.rule.code,
         unit=b.rule.unit,
+        rule=b.rule,
     )
 
 

@@ -13,8 +13,17 @@ class AdmissionRefused(GatewayError):
     """A limit refused the request: 429 naming the scope and limit; ``code`` tells a
     budget from a rate, ``headers`` carry ``retry-after`` and ``x-ratelimit-*``."""
 
-    def __init__(self, denial: Denial, headers: dict[str, str]) -> None:
-        super().__init__(429, denial.message, code=denial.code, headers=headers)
+    def __init__(self, denial: Denial, headers: dict[str, str], currency: str = "") -> None:
+        super().__init__(429, denial.describe(currency), code=denial.code, headers=headers)
+        self.denial = denial
+
+
+class RequestExceedsLimit(GatewayError):
+    """400: the request alone asks more than a limit allows, so it can never pass as
+    sent (``request_exceeds_limit``; no ``retry-after``: waiting cannot help)."""
+
+    def __init__(self, denial: Denial, currency: str = "") -> None:
+        super().__init__(400, denial.describe(currency), code="request_exceeds_limit")
         self.denial = denial
 
 
@@ -23,9 +32,13 @@ class AdmissionUnavailable(GatewayError):
 
 
 def denial_error(denial: Denial, *, default_retry_s: float = 1.0,
-                 extra_headers: dict[str, str] | None = None) -> AdmissionRefused:
+                 extra_headers: dict[str, str] | None = None,
+                 currency: str = "") -> AdmissionRefused | RequestExceedsLimit:
+    """429 for a limit the request may pass later; 400 for one it never can."""
+    if denial.never:
+        return RequestExceedsLimit(denial, currency)
     headers = {**(extra_headers or {}), **denial_headers(denial, default_retry_s)}
-    return AdmissionRefused(denial, headers)
+    return AdmissionRefused(denial, headers, currency)
 
 
 def unavailable_error(exc: StoreUnavailable, *, retry_after_s: int = 1) -> AdmissionUnavailable:

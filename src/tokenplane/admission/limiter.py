@@ -6,10 +6,21 @@ import uuid
 from collections.abc import Sequence
 
 from tokenplane.admission.amounts import Amounts
-from tokenplane.admission.binding import LimitTable, rebind
+from tokenplane.admission.binding import BoundLimit, LimitTable, rebind
 from tokenplane.admission.outcomes import DebitResult, Denial, Grant, LimitStatus, Settlement
 from tokenplane.admission.scopes import Scope, tenant_of
 from tokenplane.admission.stores.base import CounterStore
+
+
+def never_fits(limits: Sequence[BoundLimit], amounts: Amounts) -> Denial | None:
+    """The first limit that ``amounts`` exceed by themselves (so no wait can help)."""
+    for b in limits:
+        n = amounts.of(b.rule.unit)
+        if n > b.rule.limit:
+            return Denial(scope=b.scope, limit_name=b.rule.name, limit=b.rule.limit,
+                          remaining=b.rule.limit, retry_after_s=None, code=b.rule.code,
+                          unit=b.rule.unit, requested=n, never=True, rule=b.rule)
+    return None
 
 
 class Admission:
@@ -37,6 +48,9 @@ class Admission:
         limits = self.table.bind(scopes, now)
         if not limits:
             return Grant(rid, tenant, amounts, (), now + self.ttl_s)
+        never = never_fits(limits, amounts)
+        if never is not None:
+            return never  # no store call: waiting cannot help
         return await self.store.reserve(tenant, rid, limits, amounts, now, self.ttl_s)
 
     async def debit(self, grant: Grant, tokens: int, now: float, *,

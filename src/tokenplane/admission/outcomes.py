@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from tokenplane.admission.amounts import Amounts, Unit
 from tokenplane.admission.binding import BoundLimit
-from tokenplane.admission.limits import DenialCode, RuleKind
+from tokenplane.admission.limits import DenialCode, LimitRule, RuleKind
+from tokenplane.admission.money import money, per, quantity
 from tokenplane.admission.scopes import Scope
 
 ALERT_THRESHOLDS_PCT: tuple[int, ...] = (50, 80, 100)
@@ -55,7 +56,9 @@ class Denial:
 
     Names only the refusing scope and limit of the caller's own chain.
     ``retry_after_s`` is ``None`` when waiting cannot help (the amount exceeds the
-    limit itself, or a concurrency limit whose holders' end is unknown).
+    limit itself, or a concurrency limit whose holders' end is unknown). ``never``:
+    the request alone asks more than the limit allows (``requested`` of ``unit``), so
+    it can never pass as sent, however long the caller waits.
     """
 
     scope: Scope
@@ -65,21 +68,50 @@ class Denial:
     retry_after_s: float | None
     code: DenialCode
     unit: Unit
+    requested: int = 0
+    never: bool = False
+    rule: LimitRule | None = None
 
     @property
     def message(self) -> str:
+        return self.describe()
+
+    def describe(self, currency: str = "") -> str:
+        """The refusal in words, money in ``currency`` (integer micros otherwise)."""
+        who = _who(self.scope)
+        span = per(self.rule) if self.rule is not None else ""
+        if self.never:
+            allows = quantity(self.limit, self.unit, currency)
+            over = f" per {span}" if span else " at once"
+            return (
+                f"This request can never pass the limit '{self.limit_name}' of {who}: it "
+                f"needs {quantity(self.requested, self.unit, currency)} at once and the "
+                f"limit allows {allows}{over}. Lower max_tokens or shorten the input."
+            )
+        wait = (
+            f" Retry after {self.retry_after_s:.3f}s." if self.retry_after_s is not None else ""
+        )
+        if self.unit == "cost_micros":
+            cur = currency
+            return (
+                f"Budget {money(self.limit, cur)}{'/' + span if span else ''} for {who} "
+                f"reached: {money(self.remaining, cur)} remaining.{wait}"
+            )
         what = {
             "rate_limit_exceeded": "Rate limit",
             "budget_exceeded": "Budget",
             "concurrency_limit_exceeded": "Concurrency limit",
         }[self.code]
-        wait = (
-            f" Retry after {self.retry_after_s:.3f}s." if self.retry_after_s is not None else ""
-        )
         return (
             f"{what} '{self.limit_name}' of {self.scope.label} reached: limit {self.limit} "
             f"{self.unit}, remaining {self.remaining}.{wait}"
         )
+
+
+def _who(scope: Scope) -> str:
+    """``tenant acme``, ``key k1 (model m)``."""
+    model = f" (model {scope.model})" if scope.model else ""
+    return f"{scope.kind} {scope.id}{model}"
 
 
 @dataclass(frozen=True, slots=True)

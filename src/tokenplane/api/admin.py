@@ -14,7 +14,9 @@ import orjson
 from aiohttp import web
 
 from tokenplane.admission.gateway.service import AdmissionService
-from tokenplane.admission.limits import LimitError
+from tokenplane.admission.limits import LimitError, ScopeLimits
+from tokenplane.admission.money import money
+from tokenplane.admission.outcomes import LimitStatus
 from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.api.admin_fields import (
     check_limits,
@@ -36,9 +38,17 @@ from tokenplane.meta.limit_store import (
     limits_to_dict,
 )
 from tokenplane.meta.limit_targets import missing_target
+from tokenplane.operations.validate import check_content_type
 
 PREFIX = "/admin/v1"
-_TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
+# the fields of each request body (the only ones accepted; ``api/openapi.py`` publishes
+# them with their types)
+TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
+TENANT_BODY = ("name",)
+DEPARTMENT_BODY = ("name",)
+APP_BODY = ("name", "department")
+KEY_BODY = ("department", "app", "name", "admin")
+LIMITS_BODY = ("target", "limits")
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -46,6 +56,7 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
+    check_content_type(request.headers.get("content-type"))
     raw = await request.read()
     try:
         data = orjson.loads(raw or b"{}")
@@ -58,7 +69,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
 
 def target_of(data: dict[str, Any], prefix: str | None = None) -> LimitTarget:
     """The target of a limit: every field a string (tenant, department and app names)."""
-    only_fields(data, _TARGET_FIELDS, prefix)
+    only_fields(data, TARGET_FIELDS, prefix)
     return LimitTarget(req_name(data, "tenant", prefix), opt_name(data, "department", prefix),
                        opt_name(data, "app", prefix), opt_text(data, "key_id", prefix),
                        opt_text(data, "user", prefix), opt_text(data, "model", prefix))
@@ -134,12 +145,11 @@ class AdminRoutes:
     async def create_tenant(self, request: web.Request) -> web.Response:
         self._admin(request)
         data = await _body(request)
-        only_fields(data, ("name",))
+        only_fields(data, TENANT_BODY)
         name = req_name(data, "name")
-        if self.directory.has_tenant(name):
+        if not self.keys.create_tenant(name):  # insert-or-fail: exact under races
             raise GatewayError(409, f"The tenant '{name}' already exists.", param="name",
                                code="already_exists")
-        self.keys.ensure_scope(name, None, None)
         return _json({"name": name}, 201)
 
     async def delete_tenant(self, request: web.Request) -> web.Response:
@@ -157,7 +167,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("name",))
+        only_fields(data, DEPARTMENT_BODY)
         name = req_name(data, "name")
         self.keys.ensure_scope(tenant, name, None)
         return _json({"tenant": tenant, "name": name}, 201)
@@ -177,7 +187,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("name", "department"))
+        only_fields(data, APP_BODY)
         name, dept = req_name(data, "name"), opt_name(data, "department")
         self.keys.ensure_scope(tenant, dept, name)
         return _json({"tenant": tenant, "department": dept, "name": name}, 201)
@@ -203,7 +213,7 @@ class AdminRoutes:
         self._admin(request)
         tenant = self._tenant(request)
         data = await _body(request)
-        only_fields(data, ("department", "app", "name", "admin"))
+        only_fields(data, KEY_BODY)
         dept, app, name = opt_name(data, "department"), opt_name(data, "app"), \
             opt_name(data, "name", slash=True)
         admin = opt_bool(data, "admin", False)
@@ -224,13 +234,14 @@ class AdminRoutes:
         self._admin(request)
         entries = self.limits.entries(request.query.get("tenant") or None)
         return _json({"data": [{"target": e.target.as_dict(), "scope": e.target.scope().label,
-                                "limits": limits_to_dict(e.limits), "updated_at": e.updated_at}
+                                "limits": self._limits_out(e.limits),
+                                "updated_at": e.updated_at}
                                for e in entries]})
 
     async def set_limits(self, request: web.Request) -> web.Response:
         self._admin(request)
         data = await _body(request)
-        only_fields(data, ("target", "limits"))
+        only_fields(data, LIMITS_BODY)
         tgt = target_of(obj(data, "target"), "target")
         changes = obj(data, "limits")
         check_limits(changes)
@@ -244,7 +255,7 @@ class AdminRoutes:
             raise invalid(str(exc), param="limits", code="invalid_limit") from None
         self.svc.refresh()
         return _json({"target": tgt.as_dict(), "scope": tgt.scope().label,
-                      "limits": limits_to_dict(spec)})
+                      "limits": self._limits_out(spec)})
 
     async def delete_limits(self, request: web.Request) -> web.Response:
         self._admin(request)
@@ -253,6 +264,15 @@ class AdminRoutes:
             raise GatewayError(404, f"No limits for {tgt.scope().label}.", code="not_found")
         self.svc.refresh()
         return _json({"deleted": tgt.as_dict()})
+
+    def _limits_out(self, spec: ScopeLimits) -> dict[str, Any]:
+        """A scope's limits; a money budget also in the currency (``"budget": "2.50"``,
+        ``"currency"``) next to its exact ``budget_micros``."""
+        out = limits_to_dict(spec)
+        if spec.budget_micros is not None:
+            out["budget"] = money(spec.budget_micros)
+            out["currency"] = self.svc.currency()
+        return out
 
     # --- budget status ------------------------------------------------------------
     async def budget(self, request: web.Request) -> web.Response:
@@ -263,16 +283,27 @@ class AdminRoutes:
             raise GatewayError(403, "A key may read its own tenant's budget only.",
                                code="forbidden")
         now = time.time()
+        currency = self.svc.currency()
         out: list[dict[str, Any]] = []
         try:
             for e in self.limits.entries(tenant):
                 scope = e.target.scope()
                 statuses = await self.svc.admission.status(tenant, scope, now)
                 out.append({"target": e.target.as_dict(), "scope": scope.label, "limits": [
-                    {"name": s.limit_name, "kind": s.kind, "unit": s.unit, "limit": s.limit,
-                     "spent": s.spent, "reserved": s.reserved, "remaining": s.remaining,
-                     "resets_at": s.resets_at} for s in statuses]})
+                    _status_row(s, currency) for s in statuses]})
         except StoreUnavailable as exc:
             raise GatewayError(503, f"The admission store is unreachable: {exc}",
                                code="admission_unavailable") from None
         return _json({"tenant": tenant, "ts": now, "scopes": out})
+
+
+def _status_row(s: LimitStatus, currency: str) -> dict[str, Any]:
+    """One limit's status; money limits also in the currency (``"0.000100"``)."""
+    row: dict[str, Any] = {"name": s.limit_name, "kind": s.kind, "unit": s.unit,
+                           "limit": s.limit, "spent": s.spent, "reserved": s.reserved,
+                           "remaining": s.remaining, "resets_at": s.resets_at}
+    if s.unit == "cost_micros":
+        row["currency"] = currency
+        for name in ("limit", "spent", "reserved", "remaining"):
+            row[f"{name}_amount"] = money(row[name])
+    return row

@@ -40,7 +40,7 @@ PREFIX = "/admin/v1/usage"
 JSON = "application/json"
 
 
-def _principal(keys: KeyStore, request: web.Request) -> Principal:
+def authenticate(keys: KeyStore, request: web.Request) -> Principal:
     auth = request.headers.get("authorization") or ""
     scheme, _, key = auth.partition(" ")
     key = key.strip()
@@ -120,7 +120,7 @@ class AdminUsageRoutes:
         app.router.add_get(PREFIX + "/top", self.top)
 
     def _common(self, request: web.Request) -> tuple[str | None, float | None, float | None, str]:
-        principal = _principal(self.keys, request)
+        principal = authenticate(self.keys, request)
         tenant = scope_tenant(principal, request.query.get("tenant"))
         now = self.clock()
         fmt = _format(request)

@@ -17,6 +17,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tokenplane import __version__
+from tokenplane.api.openapi import openapi_document
 from tokenplane.errors import GatewayError, error_body
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
@@ -139,6 +141,7 @@ class OpenAIRoutes:
         self.new_id = new_id or RequestIds()  # the middleware's, so ids never repeat
         self.operations = operations or standard_operations()  # the endpoint kinds served
         self._by_path = self.operations.by_path
+        self._openapi: bytes | None = None  # built on the first ask
 
     def install(self, app: web.Application) -> None:
         for path in self.operations.paths:
@@ -146,6 +149,7 @@ class OpenAIRoutes:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/openapi.json", self.openapi)
 
     async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.max_body:
@@ -201,6 +205,12 @@ class OpenAIRoutes:
 
     async def prometheus(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"content-type": CONTENT_TYPE})
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        """The OpenAPI 3.1 document of the routes served (``api/openapi.py``); no key."""
+        if self._openapi is None:
+            self._openapi = orjson.dumps(openapi_document(self.operations, __version__))
+        return web.Response(body=self._openapi, content_type=JSON)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=JSON)

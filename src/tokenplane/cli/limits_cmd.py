@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenplane.admission.limits import LimitError
+from tokenplane.admission.money import money
 from tokenplane.cli.common import open_keys, store_home
 from tokenplane.meta.limit_store import (
     LimitTarget,
@@ -169,7 +170,7 @@ def _describe(spec: dict[str, Any]) -> str:
     parts = []
     for name, value in spec.items():
         if name == "budget_micros":
-            parts.append(f"budget={value / 1_000_000:g}")
+            parts.append(f"budget={money(value)}")
         elif name == "budget_resets_at":
             parts.append("resets_at=" + ",".join(
                 datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for t in value))

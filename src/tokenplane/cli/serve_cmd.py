@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +25,8 @@ from tokenplane.config.schema import GatewayConfig
 
 if TYPE_CHECKING:
     from aiohttp import web
+
+    from tokenplane.admission.stores.local_server import CounterServer
 
 
 OPERATOR_TENANT = "_operator"  # the bootstrap admin key's own tenant, never a customer's
@@ -135,6 +140,23 @@ def settle_heap() -> None:
     gc.set_threshold(10_000, 20, 20)
 
 
+def _host_counters(cfg: GatewayConfig, workers: int) -> CounterServer | None:
+    """Without Redis, the workers of one host share the admission counters of a server
+    on a thread of this (the parent) process, so limits hold across workers exactly as
+    in one process. The socket's place reaches the workers through the environment."""
+    from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV, CounterServer
+
+    if cfg.redis_url or not cfg.admission.enabled:
+        return None
+    place = Path(tempfile.mkdtemp(prefix="tokenplane-adm-"))
+    server = CounterServer(place / "counters.sock")
+    server.start()
+    atexit.register(shutil.rmtree, place, True)
+    os.environ[SOCKET_ENV] = str(server.path)
+    os.environ[WORKERS_ENV] = str(workers)
+    return server
+
+
 def _banner(host: str, port: int, workers: int) -> Callable[[str], None]:
     def show(_: str) -> None:
         typer.echo(f"tokenplane gateway on http://{host}:{port} ({workers} worker(s)); "
@@ -173,6 +195,7 @@ def register(app: typer.Typer) -> None:
         if n == 1:
             _run_worker(config, h, p, 1, 0)
             return
+        counters = _host_counters(cfg, n)
         ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=_run_worker, args=(config, h, p, n, i)) for i in range(n)]
         for pr in procs:
@@ -185,8 +208,12 @@ def register(app: typer.Typer) -> None:
 
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
-        for pr in procs:
-            pr.join()
+        try:
+            for pr in procs:
+                pr.join()
+        finally:
+            if counters is not None:
+                counters.stop()
         sys.exit(max((pr.exitcode or 0) for pr in procs))
 
     @app.command()

@@ -25,9 +25,35 @@ def register(app: typer.Typer) -> None:
         duration: Annotated[float | None, typer.Option(help="Length of the trace slice "
                                                        "(s); default: all.")] = None,
         plots: Annotated[bool, typer.Option(help="Write PNG plots.")] = True,
+        config: Annotated[str | None, typer.Option(
+            help="Gateway config: its SLO classes (scheduling.classes) and SLOs (slos:), "
+                 "judged as its first model alias.")] = None,
+        bisect: Annotated[bool, typer.Option(
+            help="Find each policy's goodput knee: search beyond the loads given and "
+                 "bisect to --precision.")] = False,
+        precision: Annotated[float, typer.Option(
+            help="Relative precision of the bisected goodput.")] = 0.02,
     ) -> None:
         """Measure routing and scheduling policies on a trace; writes OUT/results.json."""
+        from tokenplane.compose.config_file import ConfigError, load_config
+        from tokenplane.scheduling.slo import slo_classes_from_config
         from tokenplane.sim.runner import parse_loads, run_simulation
+        from tokenplane.slo.protection import protect_spec
+        from tokenplane.slo.spec import slo_from_config
+
+        classes = slos = protect = None
+        alias = "sim"
+        if config is not None:
+            try:
+                cfg = load_config(config)
+            except ConfigError as exc:
+                typer.echo(str(exc), err=True)
+                raise typer.Exit(2) from None
+            classes = slo_classes_from_config(cfg.scheduling.class_specs())
+            slos = [slo_from_config(s) for s in cfg.slos]
+            protect = [protect_spec(s.name, s.protect, classes) for s in cfg.slos
+                       if s.protect is not None]
+            alias = cfg.models[0].alias
 
         try:
             loads = parse_loads(load)
@@ -44,11 +70,17 @@ def register(app: typer.Typer) -> None:
             results = run_simulation(
                 trace, replicas=replicas, profile=profile, policies=names, loads=loads,
                 seed=seed, out_dir=out, start_s=start, duration_s=duration, plots=plots,
-                progress=progress,
+                progress=progress, classes=classes, slos=slos or (), alias=alias,
+                bisect=bisect, rel_tol=precision, protect=protect or (),
             )
         except (ValueError, KeyError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         for name, res in results["policies"].items():
-            typer.echo(f"{name:>20} goodput {res['goodput_rps']} req/s")
+            g = res["goodput"]
+            note = {"capped": f"at least: every load tried passed (up to {g['load_pass']}x)",
+                    "below": "below the lowest load tried",
+                    "bracketed": f"knee between {g['load_pass']}x and {g['load_fail']}x"}
+            typer.echo(f"{name:>20} goodput {res['goodput_rps']:.3f} req/s "
+                       f"({note[g['bound']]})")
         typer.echo(f"wrote {out}/results.json")

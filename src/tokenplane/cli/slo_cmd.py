@@ -3,6 +3,7 @@ firing alerts, computed from the ledger (the source of truth: a restart resets
 nothing).
 
     tokenplane slo status --config gateway.yaml [--format table|json]
+    tokenplane slo rules --config gateway.yaml [--out slo-rules.yaml]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+import yaml
 
 from tokenplane.cli.usage_cmd import DbUrl, Home, ledger_target
 from tokenplane.compose.config_file import ConfigError, load_config
@@ -21,6 +23,7 @@ from tokenplane.metering.request_history import last_attempts
 from tokenplane.metering.stores.open import open_sink
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
 from tokenplane.slo.facts import facts_from_event
+from tokenplane.slo.rules import rule_groups
 from tokenplane.slo.spec import slo_from_config
 
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="Gateway config (YAML).")]
@@ -57,6 +60,30 @@ def register(app: typer.Typer) -> None:
     slo = typer.Typer(help="Service-level objectives and their error budgets.",
                       no_args_is_help=True)
     app.add_typer(slo, name="slo")
+
+    @slo.command("rules")
+    def rules(
+        config: ConfigOpt = None,
+        out: Annotated[str | None, typer.Option(help="Write here instead of stdout.")] = None,
+    ) -> None:
+        """Prometheus recording and alerting rules for the configured SLOs (check them
+        with `promtool check rules`)."""
+        try:
+            cfg = load_config(config)
+        except ConfigError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from None
+        if not cfg.slos:
+            typer.echo("no SLOs configured (slos: in the config; see examples/slos.yaml)",
+                       err=True)
+            raise typer.Exit(1)
+        text = yaml.safe_dump(rule_groups([slo_from_config(s) for s in cfg.slos]),
+                              sort_keys=False, width=10_000)
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
 
     @slo.command("status")
     def status(

@@ -3,8 +3,9 @@
 Stages in order: auth, validate, [input guard], tokens, [context cap], admission,
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
-[audit: before admission, which settles and drops the ticket whose limits the record
-lists], admission, [tracing], [access log]. The meter finisher also records each failed attempt.
+[SLO counters], [audit: before admission, which settles and drops the ticket whose
+limits the record lists], admission, [tracing], [access log]. The meter finisher also
+records each failed attempt.
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.slo_stage import SloFinisher
 from tokenplane.pipeline.stages import AuthStage, Finisher, Stage, TokensStage, ValidateStage
 from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.pipeline.upstream_call import Call, UpstreamCall
+from tokenplane.slo.live import SloCounters
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.upstream.pool import Pool
 
@@ -46,6 +49,7 @@ class PipelineParts:
     meter: MeterFinisher
     governance: Governance | None = None
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
+    slo_counters: SloCounters | None = None  # set when SLOs are configured
     access_log: AccessLog | None = None  # observe.access_log.enabled
 
 
@@ -65,6 +69,8 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     if gov is not None:
         call = GuardedCall(call)
     finishers: list[Finisher] = [routing.finisher, parts.meter]
+    if parts.slo_counters is not None:
+        finishers.append(SloFinisher(parts.slo_counters, counters.count_text))
     if gov is not None and gov.audit is not None:
         finishers.append(AuditFinisher(gov.audit, gov.policies))
     finishers.append(AdmissionFinisher(parts.admission, counters.count_text))

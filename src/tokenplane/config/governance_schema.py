@@ -6,9 +6,17 @@ See docs/GOVERNANCE.md ("Gateway configuration") for the defaults and their reas
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from tokenplane.config.validators import env_name
 
@@ -103,18 +111,26 @@ class ToolsConfig(_Strict):
 class AuditConfig(_Strict):
     """The tamper-evident audit log under ``<data_dir>/audit/<worker>/``.
 
-    ``hmac_key_env`` names the variable holding the signing key (>= 16 bytes); when
-    it is unset a key is generated on first start into ``<data_dir>/audit.key``
-    (mode 0600). ``full`` retention encrypts content with the key in
+    The signing secret (>= 16 bytes) comes from ``key_file`` (a path outside the data
+    directory), else from the variable ``key_env`` names; with neither, a key is
+    generated into ``<data_dir>/audit.key`` (mode 0600), which proves integrity but not
+    authenticity (whoever can edit the log can read it): the gateway warns at start and
+    ``audit verify`` says so. ``full`` retention encrypts content with the key in
     ``encryption_key_env`` (required then). Keys are never written in the config.
+    A signed checkpoint follows every ``checkpoint_every`` records, and comes at the
+    first flush once ``checkpoint_interval_s`` has passed since the last one (when
+    records were added since): verify names a changed record within that window.
     """
 
     enabled: bool = True
     retention: Literal["none", "redacted", "full"] = "redacted"
     encryption_key_env: str | None = None
-    hmac_key_env: str = "TOKENPLANE_AUDIT_KEY"
+    key_env: str = Field("TOKENPLANE_AUDIT_KEY",
+                         validation_alias=AliasChoices("key_env", "hmac_key_env"))
+    key_file: str | None = None
     retention_days: float = Field(180.0, ge=0)  # 0 keeps records forever
-    checkpoint_every: int = Field(1000, ge=1)
+    checkpoint_every: int = Field(100, ge=1, le=10_000)
+    checkpoint_interval_s: float = Field(5.0, gt=0, le=3600)
     flush_interval_s: float = Field(0.2, gt=0)
     fsync: bool = False
 
@@ -123,10 +139,18 @@ class AuditConfig(_Strict):
     def _enc_env(cls, v: str | None) -> str | None:
         return env_name(v)
 
-    @field_validator("hmac_key_env")
+    @field_validator("key_env")
     @classmethod
-    def _hmac_env(cls, v: str) -> str:
+    def _key_env(cls, v: str) -> str:
         env_name(v)
+        return v
+
+    @field_validator("key_file")
+    @classmethod
+    def _key_file(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).expanduser().is_absolute():
+            raise ValueError("must be an absolute path (a file outside the data directory "
+                             "holding the audit signing key)")
         return v
 
     @model_validator(mode="after")

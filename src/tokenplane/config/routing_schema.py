@@ -24,6 +24,19 @@ class BreakerConfig(_Strict):
     probe_successes: int = Field(1, ge=1)
 
 
+class SplitGuardConfig(_Strict):
+    """Roll the split back to ``stable`` when ``canary`` does clearly worse on the SLO
+    ``slo`` (docs/SLO.md, "Canary guard"). Durations in seconds."""
+
+    slo: str = Field(min_length=1)
+    stable: str = Field(min_length=1)
+    canary: str = Field(min_length=1)
+    window: float = Field(3600.0, gt=0)
+    min_requests: int = Field(100, ge=1)
+    confidence: float = Field(0.999, gt=0.5, lt=1)
+    burn_limit: float = Field(14.4, gt=1)
+
+
 class SplitConfig(_Strict):
     """A canary / A-B split of one alias between model versions."""
 
@@ -33,6 +46,7 @@ class SplitConfig(_Strict):
     header_versions: dict[str, str] = Field(default_factory=dict)
     tenant_versions: dict[str, str] = Field(default_factory=dict)
     salt: str = ""
+    guard: SplitGuardConfig | None = None
 
     @field_validator("weights")
     @classmethod
@@ -40,6 +54,18 @@ class SplitConfig(_Strict):
         if any(w < 0 for w in v.values()) or sum(v.values()) <= 0:
             raise ValueError("split weights must be non-negative with a positive sum")
         return v
+
+    @model_validator(mode="after")
+    def _guard_versions(self) -> SplitConfig:
+        g = self.guard
+        if g is not None:
+            for field, version in (("stable", g.stable), ("canary", g.canary)):
+                if version not in self.weights:
+                    raise ValueError(f"guard.{field}: {version!r} is not a version of the "
+                                     f"split's weights")
+            if g.stable == g.canary:
+                raise ValueError("guard: stable and canary must differ")
+        return self
 
 
 Profile = str | dict[str, Any]

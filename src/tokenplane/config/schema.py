@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
-from tokenplane.config.slo_schema import SloConfig
+from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
 BackendType = Literal["openai", "vllm", "sglang", "sim"]
@@ -137,6 +137,10 @@ class AdmissionConfig(_Strict):
     debit_granularity: int = Field(16, ge=1, le=100_000)
     clamp_max_tokens: bool = False
     reservation_ttl_s: float = Field(900.0, gt=0)
+    # concurrency units are leases renewed by each worker's heartbeat: a dead worker's
+    # come back within lease_s (shared stores only; one process needs none)
+    lease_s: float = Field(5.0, gt=0, le=3600)
+    heartbeat_s: float = Field(1.0, gt=0, le=600)
     key_prefix: str = Field("tp:adm:", min_length=1)
     timeout_s: float = Field(0.5, gt=0)
     probe_interval_s: float = Field(1.0, ge=0)
@@ -147,6 +151,14 @@ class AdmissionConfig(_Strict):
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
         return http_url(v)
+
+    @model_validator(mode="after")
+    def _lease_outlives_beats(self) -> AdmissionConfig:
+        if self.lease_s < 2 * self.heartbeat_s:
+            raise ValueError(
+                f"lease_s ({self.lease_s}) must be at least twice heartbeat_s "
+                f"({self.heartbeat_s}), or live requests lose their concurrency units")
+        return self
 
 
 PrincipalLabel = Literal["tenant", "department", "app"]
@@ -226,6 +238,8 @@ class GatewayConfig(_Strict):
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
+    slo_alerting: SloAlertingConfig = Field(
+        default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -252,11 +266,21 @@ class GatewayConfig(_Strict):
             sel = slo.selector
             if sel.model is not None and self.model(sel.model) is None:
                 raise ValueError(f"slos[{i}].selector.model: no model alias {sel.model!r}")
+            if slo.protect is not None and not self.scheduling.enabled:
+                raise ValueError(f"slos[{i}].protect: needs scheduling.enabled (it admits "
+                                 "classes through the gateway's queues)")
+            for cls in slo.protect.classes if slo.protect is not None else ():
+                if cls not in classes:
+                    raise ValueError(f"slos[{i}].protect.classes: no SLO class {cls!r}")
             if sel.slo_class is not None and sel.slo_class not in classes:
                 raise ValueError(
                     f"slos[{i}].selector.slo_class: no SLO class {sel.slo_class!r} "
                     f"(known: {', '.join(sorted(classes))})"
                 )
+        for alias, split in self.routing.splits.items():
+            if split.guard is not None and split.guard.slo not in names:
+                raise ValueError(f"routing.splits.{alias}.guard.slo: no SLO named "
+                                 f"{split.guard.slo!r} in slos")
         return self
 
     def model(self, alias: str) -> ModelConfig | None:

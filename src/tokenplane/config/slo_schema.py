@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.validators import env_name, http_url
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 
@@ -92,6 +94,33 @@ class BurnAlertConfig(_Strict):
         return self
 
 
+class SloProtectConfig(_Strict):
+    """Admission that protects this SLO's budget (docs/SLO.md): while it burns faster
+    than ``burn_rate`` over ``window``, the sheddable ``classes`` (default: every
+    sheddable class) get ``gate_fraction`` of each replica and are shed after
+    ``max_wait``, until the burn is back at or under ``release_burn_rate``."""
+
+    burn_rate: float = Field(2.0, gt=0)
+    release_burn_rate: float = Field(1.0, ge=0)
+    window: float = 300.0
+    classes: list[str] = Field(default_factory=list)
+    gate_fraction: float = Field(0.1, gt=0, le=1)
+    max_wait: float = 1.0
+
+    @field_validator("window", "max_wait", mode="before")
+    @classmethod
+    def _durations(cls, v: object) -> float:
+        if not isinstance(v, str | int | float):
+            raise ValueError("a duration is a number of seconds or a string such as '5m'")
+        return parse_duration(v)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> SloProtectConfig:
+        if self.release_burn_rate > self.burn_rate:
+            raise ValueError("release_burn_rate must not exceed burn_rate")
+        return self
+
+
 class SloConfig(_Strict):
     """One objective: ``objective`` of the valid events of each SLI are good over a
     rolling ``window``. ``alerts`` unset: the SRE workbook's multi-window,
@@ -104,6 +133,7 @@ class SloConfig(_Strict):
     objective: float = Field(gt=0, lt=1)
     window: float = 30 * 86400.0
     alerts: list[BurnAlertConfig] | None = None
+    protect: SloProtectConfig | None = None  # off unless set
 
     @field_validator("window", mode="before")
     @classmethod
@@ -134,3 +164,57 @@ class SloConfig(_Strict):
                     f"{self.objective} (the most is {1 / (1 - self.objective):.4g})"
                 )
         return self
+
+
+Severity = Literal["page", "ticket"]
+
+
+def _both_severities() -> list[Severity]:
+    return ["page", "ticket"]
+
+
+class SloWebhookConfig(_Strict):
+    """Where firing and resolved SLO alerts are POSTed. ``format``: ``alertmanager``
+    (the JSON Alertmanager sends its webhook receivers) or ``text`` (``{"text": ...}``
+    plus the alert's fields, which chat tools' incoming webhooks accept)."""
+
+    url: str
+    format: Literal["alertmanager", "text"] = "alertmanager"
+    severities: list[Severity] = Field(default_factory=_both_severities, min_length=1)
+    # header name -> the environment variable holding its value (never the secret)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        checked = http_url(v)
+        assert checked is not None
+        return checked
+
+    @field_validator("headers_env")
+    @classmethod
+    def _envs(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v.values():
+            env_name(name)
+        return v
+
+
+class SloAlertingConfig(_Strict):
+    """How SLO alerts leave the gateway: evaluated every ``evaluate_every`` by one
+    leader among the workers and replicas; each webhook post retried with exponential
+    backoff from ``retry_initial`` up to ``retry_max`` apart, ``max_attempts`` in all."""
+
+    webhooks: list[SloWebhookConfig] = Field(default_factory=list)
+    evaluate_every: float = 10.0
+    retry_initial: float = 1.0
+    retry_max: float = 60.0
+    max_attempts: int = Field(8, ge=1, le=100)
+    timeout: float = 5.0
+
+    @field_validator("evaluate_every", "retry_initial", "retry_max", "timeout",
+                     mode="before")
+    @classmethod
+    def _durations(cls, v: object) -> float:
+        if not isinstance(v, str | int | float):
+            raise ValueError("a duration is a number of seconds or a string such as '10s'")
+        return parse_duration(v)

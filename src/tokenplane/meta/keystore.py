@@ -119,6 +119,14 @@ class KeyStore:
             return self._principals.get(digest)
 
     # --- administration ------------------------------------------------------------
+    def create_tenant(self, tenant: str) -> bool:
+        """Insert the tenant; False if it exists. One statement that the primary key
+        decides, so of two concurrent creates exactly one is True."""
+        with self._lock, self._db:
+            cur = self._db.execute("INSERT OR IGNORE INTO tenants VALUES (?, ?)",
+                                   (tenant, time.time()))
+            return cur.rowcount == 1
+
     def ensure_scope(self, tenant: str, department: str | None, app: str | None) -> None:
         now = time.time()
         with self._lock, self._db:

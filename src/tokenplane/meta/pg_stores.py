@@ -82,6 +82,11 @@ class PgKeyStore(KeyStore):
                         (tenant, department or "", app, now)))
         return out
 
+    def create_tenant(self, tenant: str) -> bool:
+        (count,) = self.meta.write([(
+            "INSERT INTO tenants VALUES ($1, $2) ON CONFLICT DO NOTHING", (tenant, time.time()))])
+        return count == 1
+
     def ensure_scope(self, tenant: str, department: str | None, app: str | None) -> None:
         self.meta.write(self._scope_statements(tenant, department, app))
 

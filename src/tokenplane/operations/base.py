@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from tokenplane.operations.fields import Obj
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.prompt_parts import PartCounter
 
@@ -47,6 +48,12 @@ class Operation:
     def validate(self, body: dict[str, Any]) -> None:
         """Raise an OpenAI 400 (``invalid``) naming the field to fix."""
         raise NotImplementedError
+
+    def body_spec(self) -> Obj | None:
+        """The body's fields as one spec (``operations/fields.py``): what
+        :meth:`validate` checks by type and range, and what ``GET /openapi.json``
+        publishes; None for a kind that checks its body by hand only."""
+        return None
 
     def requested_max_tokens(self, body: dict[str, Any]) -> int | None:
         """The output cap the client asked for (None: none, or a kind with no output)."""

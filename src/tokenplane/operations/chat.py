@@ -6,12 +6,12 @@ from typing import Any
 
 from tokenplane.errors import invalid
 from tokenplane.operations.base import Operation, Segment
+from tokenplane.operations.fields import Obj
 from tokenplane.operations.prefix import message_segments
-from tokenplane.operations.validate import check_common, type_name
+from tokenplane.operations.schemas import chat_body
+from tokenplane.operations.validate import check_body, check_common
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.prompt_parts import PartCounter
-
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 class ChatCompletions(Operation):
@@ -29,6 +29,9 @@ class ChatCompletions(Operation):
     def validate(self, body: dict[str, Any]) -> None:
         validate_chat(body)
 
+    def body_spec(self) -> Obj:
+        return BODY
+
     def count_prompt(self, counter: PartCounter, body: dict[str, Any]) -> CountResult:
         return counter.messages(body["messages"], body.get("tools"))
 
@@ -45,76 +48,18 @@ class ChatCompletions(Operation):
 CHAT = ChatCompletions()
 
 
-def _content(msg: dict[str, Any], i: int) -> None:
-    content = msg.get("content")
-    role = msg["role"]
-    param = f"messages[{i}].content"
-    if content is None:
-        if role == "assistant" and (msg.get("tool_calls") or msg.get("function_call")):
-            return
-        raise invalid(f"'{param}' is required for role '{role}'", param=param,
-                      code="missing_required")
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list):
-        raise invalid(f"'{param}' must be a string or an array of content parts, got "
-                      f"{type_name(content)}", param=param, code="invalid_type")
-    for j, part in enumerate(content):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise invalid(f"'{param}[{j}]' must be an object with a 'type'",
-                          param=f"{param}[{j}]", code="invalid_type")
-        if part["type"] == "text" and not isinstance(part.get("text"), str):
-            raise invalid(f"'{param}[{j}].text' must be a string",
-                          param=f"{param}[{j}].text", code="invalid_type")
-
-
-def _tool_calls(msg: dict[str, Any], i: int) -> None:
-    calls = msg.get("tool_calls")
-    if calls is None:
-        return
-    param = f"messages[{i}].tool_calls"
-    if not isinstance(calls, list):
-        raise invalid(f"'{param}' must be an array of tool call objects, got "
-                      f"{type_name(calls)}", param=param, code="invalid_type")
-    for j, call in enumerate(calls):
-        if not isinstance(call, dict):
-            raise invalid(f"'{param}[{j}]' must be an object, got {type_name(call)}",
-                          param=param, code="invalid_type")
-        if not isinstance(call.get("function", call), dict):
-            raise invalid(f"'{param}[{j}].function' must be an object", param=param,
-                          code="invalid_type")
+BODY = chat_body()
 
 
 def validate_chat(body: dict[str, Any]) -> None:
+    check_body(BODY, body)
     check_common(body)
-    if "messages" not in body:
-        raise invalid("'messages' is a required property", param="messages",
-                      code="missing_required")
-    msgs = body["messages"]
-    if not isinstance(msgs, list):
-        raise invalid(f"'messages' must be an array of message objects, got {type_name(msgs)}",
-                      param="messages", code="invalid_type")
-    if not msgs:
-        raise invalid("'messages' must contain at least one message", param="messages",
+    for i, msg in enumerate(body["messages"]):
+        if (msg.get("role") == "assistant" and msg.get("content") is None
+                and not msg.get("tool_calls") and not msg.get("function_call")):
+            param = f"messages[{i}].content"
+            raise invalid(f"'{param}' is required for role 'assistant' unless 'tool_calls' "
+                          "or 'function_call' is set", param=param, code="missing_required")
+    if body.get("top_logprobs") is not None and body.get("logprobs") is not True:
+        raise invalid("'top_logprobs' needs 'logprobs': true", param="top_logprobs",
                       code="invalid_value")
-    for i, msg in enumerate(msgs):
-        if not isinstance(msg, dict):
-            raise invalid(f"'messages[{i}]' must be an object, got {type_name(msg)}",
-                          param=f"messages[{i}]", code="invalid_type")
-        role = msg.get("role")
-        if role not in ROLES:
-            raise invalid(
-                f"'messages[{i}].role' must be one of {sorted(ROLES)}, got {role!r}",
-                param=f"messages[{i}].role", code="invalid_value",
-            )
-        _content(msg, i)
-        _tool_calls(msg, i)
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise invalid("'tools' must be an array", param="tools", code="invalid_type")
-        for i, tool in enumerate(tools):
-            fn = tool.get("function") if isinstance(tool, dict) else None
-            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-                raise invalid(f"'tools[{i}]' must be {{'type': 'function', 'function': "
-                              "{'name': ...}}", param=f"tools[{i}]", code="invalid_type")

@@ -6,8 +6,10 @@ from typing import Any
 
 from tokenplane.errors import invalid
 from tokenplane.operations.base import Operation, Segment
+from tokenplane.operations.fields import Obj
 from tokenplane.operations.prefix import text_segments
-from tokenplane.operations.validate import check_common
+from tokenplane.operations.schemas import completion_body
+from tokenplane.operations.validate import check_body, check_common
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.ids import check_token_ids
 from tokenplane.tokens.prompt_parts import PartCounter
@@ -25,6 +27,9 @@ class Completions(Operation):
     def validate(self, body: dict[str, Any]) -> None:
         validate_completion(body)
 
+    def body_spec(self) -> Obj:
+        return BODY
+
     def count_prompt(self, counter: PartCounter, body: dict[str, Any]) -> CountResult:
         return counter.prompt(body["prompt"])
 
@@ -41,22 +46,15 @@ class Completions(Operation):
 COMPLETIONS = Completions()
 
 
+BODY = completion_body()
+
+
 def validate_completion(body: dict[str, Any]) -> None:
-    check_common(body)
-    if "prompt" not in body:
-        raise invalid("'prompt' is a required property", param="prompt", code="missing_required")
-    p = body["prompt"]
-    ok = isinstance(p, str) or (
-        isinstance(p, list) and p and (
-            all(isinstance(x, str) for x in p)
-            or all(isinstance(x, int) and not isinstance(x, bool) for x in p)
-        )
-    )
-    if not ok:
-        raise invalid("'prompt' must be a string, an array of strings or an array of token ids",
-                      param="prompt", code="invalid_type")
+    p = body.get("prompt")
     if isinstance(p, list) and len(p) > 1 and isinstance(p[0], str):
         raise invalid("batched prompts are not supported; send one prompt per request",
                       param="prompt", code="unsupported_value")
+    check_body(BODY, body)
+    check_common(body)
     if isinstance(p, list) and not isinstance(p[0], str):
         check_token_ids(p, "prompt")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenplane.errors import invalid
 from tokenplane.operations.base import Operation
-from tokenplane.operations.validate import check_type
+from tokenplane.operations.fields import Obj
+from tokenplane.operations.schemas import embedding_body
+from tokenplane.operations.validate import check_body
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.ids import check_token_ids
 from tokenplane.tokens.prompt_parts import PartCounter
@@ -24,6 +25,9 @@ class Embeddings(Operation):
     def validate(self, body: dict[str, Any]) -> None:
         validate_embeddings(body)
 
+    def body_spec(self) -> Obj:
+        return BODY
+
     def count_prompt(self, counter: PartCounter, body: dict[str, Any]) -> CountResult:
         return counter.inputs(body["input"])
 
@@ -37,21 +41,12 @@ class Embeddings(Operation):
 EMBEDDINGS = Embeddings()
 
 
+BODY = embedding_body()
+
+
 def validate_embeddings(body: dict[str, Any]) -> None:
-    if "model" not in body:
-        raise invalid("you must provide a model parameter", param="model", code="missing_required")
-    for name in ("model", "user"):
-        if body.get(name) is not None:
-            check_type(name, body[name], (str,), "a string")
-    if "input" not in body:
-        raise invalid("'input' is a required property", param="input", code="missing_required")
+    check_body(BODY, body)
     inp = body["input"]
-    if not (isinstance(inp, str) or (isinstance(inp, list) and inp)):
-        raise invalid("'input' must be a string or a non-empty array", param="input",
-                      code="invalid_type")
-    if isinstance(inp, list):
+    if isinstance(inp, list) and not isinstance(inp[0], str):
         for item in inp:
-            if isinstance(item, list):
-                check_token_ids(item, "input")
-            elif not isinstance(item, str):
-                check_token_ids([item], "input")
+            check_token_ids(item if isinstance(item, list) else [item], "input")

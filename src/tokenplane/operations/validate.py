@@ -1,39 +1,19 @@
 """Validation of OpenAI-shaped request bodies, with messages that say what to fix.
 
-The checks every generating kind shares live here (:func:`check_common`); each endpoint
-kind's own checks live with its operation (``operations/chat.py`` ...)."""
+Each kind's body is one spec tree (``operations/schemas.py``, checked by
+``operations/fields.py``); what a spec cannot say (a field allowed only with another)
+is checked here (:func:`check_common`) or by the kind's own module. The content type
+of a request is checked by :func:`check_content_type`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tokenplane.errors import GatewayError, invalid
+from tokenplane.operations.fields import Bad, Obj, type_name
 
-_NUMBER = (int, float)
-
-
-def type_name(v: Any) -> str:
-    if v is None:
-        return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-            dict: "object"}.get(type(v), type(v).__name__)
-
-
-# (field, accepted types, what to say, lowest, highest): after the model, checked in
-# this order, every type before any range; only the fields a body has are looked at
-_FIELDS: tuple[tuple[str, tuple[type, ...], str, float | None, float | None], ...] = (
-    ("stream", (bool,), "a boolean", None, None),
-    ("stream_options", (dict,), "an object", None, None),
-    ("user", (str,), "a string", None, None),
-    ("max_tokens", (int,), "an integer", 1, None),
-    ("max_completion_tokens", (int,), "an integer", 1, None),
-    ("n", (int,), "an integer", 1, 128),
-    ("seed", (int,), "an integer", None, None),
-    ("temperature", _NUMBER, "a number", 0, 2),
-    ("top_p", _NUMBER, "a number", 0, 1),
-    ("presence_penalty", _NUMBER, "a number", -2, 2),
-    ("frequency_penalty", _NUMBER, "a number", -2, 2),
-)
+__all__ = ["check_body", "check_common", "check_content_type", "check_type",
+           "not_found", "parse_json_object", "type_name"]
 
 
 def check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
@@ -43,42 +23,56 @@ def check_type(name: str, v: Any, kinds: tuple[type, ...], label: str) -> None:
         )
 
 
-def _check_range(name: str, v: Any, lo: float, hi: float | None) -> None:
-    if v < lo or (hi is not None and v > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-        raise invalid(f"'{name}' must be {bound}, got {v}", param=name, code="invalid_value")
+def check_body(spec: Obj, body: dict[str, Any]) -> None:
+    """Every field the spec knows, of its type and in its range; other fields pass."""
+    try:
+        spec.verify_fields(body)
+    except Bad as bad:
+        raise bad.error() from None
 
 
 def check_common(body: dict[str, Any]) -> None:
-    """The model, then the sampling and streaming fields any generating kind may carry."""
-    if "model" not in body:
-        raise invalid("you must provide a model parameter", param="model", code="missing_required")
-    model = body["model"]
-    if model is not None:
-        check_type("model", model, (str,), "a string")
-    if not model:
-        raise invalid("'model' must not be empty", param="model", code="invalid_value")
-    present = [(f, body[f[0]]) for f in _FIELDS if f[0] in body and body[f[0]] is not None]
-    for (name, kinds, label, _, _), v in present:
-        check_type(name, v, kinds, label)
-    for (name, _, _, lo, hi), v in present:
-        if lo is not None:
-            _check_range(name, v, lo, hi)
-    so = body.get("stream_options")
-    if so is not None and not body.get("stream"):
+    """Rules between the fields any generating kind may carry (after :func:`check_body`)."""
+    if body.get("stream_options") is not None and not body.get("stream"):
         raise invalid(
             "'stream_options' is only allowed when 'stream' is true",
             param="stream_options", code="invalid_value",
         )
-    if isinstance(so, dict) and "include_usage" in so and not isinstance(so["include_usage"], bool):
-        raise invalid("'stream_options.include_usage' must be a boolean",
-                      param="stream_options.include_usage", code="invalid_type")
-    stop = body.get("stop")
-    if stop is not None and not (
-        isinstance(stop, str) or (isinstance(stop, list) and all(isinstance(s, str) for s in stop))
-    ):
-        raise invalid("'stop' must be a string or an array of strings", param="stop",
-                      code="invalid_type")
+
+
+_JSON_TYPES = ("application/json", "text/json")
+
+
+def check_content_type(value: str | None) -> None:
+    """415 unless the body is declared JSON (``application/json``, ``application/*+json``,
+    ``text/json``; a ``charset`` other than UTF-8 is refused too). A request with no
+    ``Content-Type`` at all is read as JSON, as OpenAI's API does."""
+    if value is None:
+        return
+    mime, _, params = value.partition(";")
+    mime = mime.strip().lower()
+    if mime in _JSON_TYPES or (mime.startswith("application/") and mime.endswith("+json")):
+        charset = _charset(params)
+        if charset is None or charset in ("utf-8", "utf8"):
+            return
+        raise unsupported_media_type(f"the charset {charset!r} is not supported; JSON bodies "
+                                     "are UTF-8")
+    shown = mime[:64] or "(empty)"
+    raise unsupported_media_type(f"the Content-Type {shown!r} is not supported; send the "
+                                 "body as JSON with 'Content-Type: application/json'")
+
+
+def _charset(params: str) -> str | None:
+    for p in params.split(";"):
+        name, _, val = p.partition("=")
+        if name.strip().lower() == "charset":
+            return val.strip().strip('"').lower()
+    return None
+
+
+def unsupported_media_type(message: str) -> GatewayError:
+    return GatewayError(415, message[:1].upper() + message[1:] + ".",
+                        code="unsupported_media_type")
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:

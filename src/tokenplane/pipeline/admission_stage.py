@@ -69,7 +69,7 @@ class StreamDebit:
                 if res.denial is None:
                     return self._stop("reservation_expired",
                                       "The request's reservation expired before it ended.")
-                return self._stop(res.denial.code, res.denial.message)
+                return self._stop(res.denial.code, res.denial.describe(svc.currency()))
             self.covered += self.granularity
             self.debits += 1
         return True
@@ -122,8 +122,10 @@ class AdmissionStage:
             raise unavailable_error(exc) from None
         svc.note_store_health()
         if isinstance(result, Denial):
-            svc.metrics.admission_denials.labels(result.code, result.scope.kind, p.tenant).inc()
-            raise denial_error(result, extra_headers=denial_ratelimit_headers(result))
+            code = "request_exceeds_limit" if result.never else result.code
+            svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
+            raise denial_error(result, extra_headers=denial_ratelimit_headers(result),
+                               currency=svc.currency())
         ctx.ticket = Ticket(result, prompt)
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)

@@ -91,6 +91,8 @@ class RequestRouting:
         info = self.info(ctx)
         got = self.router.pick(info.requested_alias, info.req, info.version)
         if got is None:
+            if info.version:  # the version chosen could not serve: it is its failure
+                ctx.model_version = info.version
             raise no_upstream(info.requested_alias)
         self.bind(ctx, *got)
 

@@ -52,13 +52,15 @@ class AuthStage:
 
 
 class ValidateStage:
-    """Parses the body, checks its fields, resolves the model alias for this key."""
+    """Checks the content type (415), parses the body, checks its fields, resolves the
+    model alias for this key."""
 
     def __init__(self, pools: dict[str, Pool], allowed: Callable[[str], set[str] | None]) -> None:
         self.pools = pools
         self.allowed = allowed
 
     async def run(self, ctx: RequestContext) -> None:
+        v.check_content_type(ctx.headers.get("content-type"))
         body = v.parse_json_object(ctx.raw)
         ctx.body = body
         op = ctx.operation

@@ -59,6 +59,16 @@ class ClassStats:
     wait_max_s: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class ClassRestriction:
+    """Stricter admission for one class while an SLO's error budget is protected
+    (``slo/protection.py``): at most ``gate_fraction`` of a replica's limits, no
+    promotion with age, and shed after waiting ``max_wait_s``."""
+
+    gate_fraction: float
+    max_wait_s: float
+
+
 @dataclass(slots=True)
 class _Band:
     tenants: dict[str, list[tuple[float, int, QueuedRequest]]] = field(default_factory=dict)
@@ -103,8 +113,12 @@ class GatewayScheduler:
         lookahead: int = 32,
         promote_after: float = 0.5,
         late_defer_s: float = 30.0,
+        restrictions: Mapping[str, ClassRestriction] | None = None,
     ) -> None:
         self._router = router
+        # class name -> restriction; the owner (hub, simulator) updates it in place
+        self.restrictions: Mapping[str, ClassRestriction] = (
+            restrictions if restrictions is not None else {})
         self.late_defer_s = late_defer_s
         self._deferred: set[int] = set()  # sequence numbers of late requests moved back
         self.lookahead = lookahead
@@ -238,10 +252,18 @@ class GatewayScheduler:
         self._deferred.add(seq)
         return True
 
+    def class_fraction(self, slo: SloClass) -> float:
+        """The class's gate share, lowered while it is restricted."""
+        r = self.restrictions.get(slo.name)
+        return slo.gate_fraction if r is None else min(slo.gate_fraction, r.gate_fraction)
+
     def _fraction(self, item: QueuedRequest, now: float) -> float:
         """The class's gate share, or all of it once the request has waited
-        ``promote_after`` of its deadline (so batch work cannot starve)."""
+        ``promote_after`` of its deadline (so batch work cannot starve), unless the
+        class is restricted (then no promotion: it is to yield)."""
         slo = item.slo
+        if slo.name in self.restrictions:
+            return self.class_fraction(slo)
         if slo.deadline_s is not None and now - item.arrival >= self.promote_after * slo.deadline_s:
             return 1.0
         return slo.gate_fraction
@@ -281,14 +303,16 @@ class GatewayScheduler:
         self.vtc.charge(tenant, 0, actual_output - predicted_output)
 
     def expire(self, now: float) -> list[Shed]:
-        """Shed sheddable requests whose deadline can no longer be met.
+        """Shed sheddable requests whose deadline can no longer be met, and requests
+        of a restricted class that waited past its ``max_wait_s``.
 
-        A band is only shed from when no less urgent band has requests waiting.
+        A band is only shed from when no less urgent band has requests waiting
+        (restricted classes excepted: they are shed to make room now).
         """
         out: list[Shed] = []
         prios = sorted(self._bands)
         for i, prio in enumerate(prios):
-            if any(self._bands[p].size for p in prios[i + 1 :]):
+            if any(self._bands[p].size for p in prios[i + 1 :]) and not self.restrictions:
                 continue
             band = self._bands[prio]
             for tenant in list(band.tenants):
@@ -296,8 +320,12 @@ class GatewayScheduler:
                 for entry in band.tenants[tenant]:
                     item = entry[2]
                     slo = item.slo
-                    if (
-                        slo.sheddable
+                    r = self.restrictions.get(slo.name)
+                    late_ok = not any(self._bands[p].size for p in prios[i + 1 :])
+                    protect = r is not None and now - item.arrival > r.max_wait_s
+                    if protect or (
+                        late_ok
+                        and slo.sheddable
                         and slo.deadline_s is not None
                         and now - item.arrival + self._min_service_s(item) > slo.deadline_s
                     ):
@@ -307,7 +335,9 @@ class GatewayScheduler:
                         st.queued -= 1
                         st.shed += 1
                         self._deferred.discard(entry[1])
-                        out.append(Shed(item, self._retry_after(), "deadline passed"))
+                        out.append(Shed(item, self._retry_after(),
+                                        "protecting an SLO's error budget" if protect
+                                        else "deadline passed"))
                     else:
                         keep.append(entry)
                 if keep:

@@ -18,9 +18,12 @@ from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
 from tokenplane.routing.profiles import PROFILES, build_profile
 from tokenplane.routing.snapshot import ReplicaSpec, cost_per_token, replica_snapshot
-from tokenplane.scheduling.scheduler import GatewayScheduler, QueuedRequest
+from tokenplane.scheduling.scheduler import ClassRestriction, GatewayScheduler, QueuedRequest
 from tokenplane.scheduling.slo import SloClass
 from tokenplane.sim.workload import SimRequest
+from tokenplane.slo.evaluator import SloEvaluator
+from tokenplane.slo.protection import BudgetProtection
+from tokenplane.slo.verdict import RequestFacts
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
 MODEL = "sim"  # the model alias every simulated replica serves (the length predictor's key)
@@ -93,6 +96,7 @@ class RequestRecord:
     host_cached_tokens: int = 0
     preemptions: int = 0
     shed: bool = False
+    shed_at: float = -1.0
     uncached_est: int = 0
     emitted: int = 0
 
@@ -114,6 +118,21 @@ class RequestRecord:
             return 0.0
         return (self.finish - self.first_token) / (self.output_tokens - 1)
 
+    def facts(self, alias: str) -> RequestFacts:
+        """What an SLI needs of this request, as the gateway would record it: a stream
+        of ``alias``; finished is a 200, shed is a 503."""
+        done = self.done and not self.shed
+        return RequestFacts(
+            ts=self.finish if self.finish >= 0 else max(self.shed_at, self.req.arrival),
+            model=alias,
+            tenant=self.req.tenant, department="", app="", slo_class=self.req.slo_class,
+            status="ok" if done else "error", http_status=200 if done else 503,
+            error_code=None if done else "overloaded", stream=True,
+            ttft_s=self.ttft if done and self.first_token >= 0 else None,
+            tpot_s=self.tpot if done and self.output_tokens >= 2 else None,
+            latency_s=self.e2e if done else None,
+        )
+
     def met_slo(self) -> bool:
         if not self.done or self.shed:
             return False
@@ -129,8 +148,18 @@ class ClusterSim:
         engine_profile: EngineProfile,
         classes: Mapping[str, SloClass],
         cfg: ClusterConfig,
+        protection: BudgetProtection | None = None,
+        alias: str = MODEL,
     ) -> None:
         self.policy = policy
+        # budget-protecting admission: the gateway's policy on the simulated clock,
+        # fed every finished or shed request, deciding at each expiry tick
+        self.protection = protection
+        self.alias = alias
+        self.restrictions: dict[str, ClassRestriction] = {}
+        self.slo_eval = (SloEvaluator([s for _, s in protection.specs])
+                         if protection is not None else None)
+        self.restricted_s = 0.0  # virtual seconds spent with a restriction in force
         self.profile = engine_profile
         self.classes = classes
         self.cfg = cfg
@@ -163,6 +192,7 @@ class ClusterSim:
                 self.router,
                 aging_tokens_per_s=cfg.aging_tokens_per_s,
                 promote_after=cfg.promote_after,
+                restrictions=self.restrictions,
             )
         per_token = max(1e-9, engine_profile.a_s_per_token)
         self.prefill_capacity = max(
@@ -244,7 +274,13 @@ class ClusterSim:
             return
         shed = self.scheduler.submit(QueuedRequest(route, slo, r.arrival, rec), now)
         if shed is not None:
-            rec.shed = True
+            self._shed(rec, now)
+
+    def _shed(self, rec: RequestRecord, now: float) -> None:
+        rec.shed = True
+        if self.slo_eval is not None:
+            rec.shed_at = now
+            self.slo_eval.observe(rec.facts(self.alias))
 
     def _release(self, now: float) -> int:
         sched = self.scheduler
@@ -281,6 +317,8 @@ class ClusterSim:
                                    fin.output_tokens)
             if self.scheduler is not None:
                 self.scheduler.settle(rec.req.tenant, rec.predicted, fin.output_tokens)
+            if self.slo_eval is not None:
+                self.slo_eval.observe(rec.facts(self.alias))
 
     def run(self, workload: Sequence[SimRequest], max_events: int = 50_000_000) -> None:
         """Replay the workload to the end (every request finished or shed)."""
@@ -320,12 +358,23 @@ class ClusterSim:
                 idx += 1
             if sched is not None:
                 if now >= next_expire:
+                    self._protect(now)
                     for shed in sched.expire(now):
                         assert isinstance(shed.item.payload, RequestRecord)
-                        shed.item.payload.shed = True
+                        self._shed(shed.item.payload, now)
                     next_expire = now + self.cfg.expire_interval_s
                 self._release(now)
             self._start_idle(busy, pending, now)
+
+    def _protect(self, now: float) -> None:
+        if self.protection is None or self.slo_eval is None:
+            return
+        if self.restrictions:
+            self.restricted_s += self.cfg.expire_interval_s
+        new = self.protection.decide(self.slo_eval, now)
+        if new != self.restrictions:
+            self.restrictions.clear()
+            self.restrictions.update(new)
 
     def _start_idle(
         self, busy: list[tuple[float, int]], pending: list[StepResult | None], now: float

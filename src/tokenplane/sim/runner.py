@@ -14,8 +14,12 @@ from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import SloClass, default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, PolicySpec, builtin_policies
 from tokenplane.sim.metrics import goodput, summarize
+from tokenplane.sim.slo_results import slo_results
+from tokenplane.sim.sweep import GoodputEstimate, find_knee
 from tokenplane.sim.traces import TraceRequest, load_trace, scale_load, slice_trace, trace_span_s
 from tokenplane.sim.workload import WorkloadRules, assign
+from tokenplane.slo.protection import BudgetProtection, ProtectSpec
+from tokenplane.slo.spec import Slo
 
 DEFAULT_POLICIES = (
     "round-robin",
@@ -52,13 +56,19 @@ def simulate_point(
     classes: Mapping[str, SloClass],
     rules: WorkloadRules,
     cluster: ClusterConfig,
+    slos: Sequence[Slo] = (),
+    alias: str = "sim",
+    protect: Sequence[ProtectSpec] = (),
 ) -> dict[str, Any]:
-    """One policy at one load factor: the summary dict of that point."""
+    """One policy at one load factor: the summary dict of that point (with each SLO's
+    SLIs when ``slos`` are given, and budget-protecting admission when ``protect``
+    names SLOs to protect)."""
     scaled = scale_load(workload_trace, load)
     wl = assign(scaled, rules)
     prof = get_profile(engine_profile)
     t0 = time.perf_counter()
-    sim = ClusterSim(policy, prof, classes, cluster)
+    protection = BudgetProtection(protect, slos) if protect else None
+    sim = ClusterSim(policy, prof, classes, cluster, protection=protection, alias=alias)
     sim.run(wl)
     wall = time.perf_counter() - t0
     out = summarize(
@@ -66,6 +76,10 @@ def simulate_point(
     )
     out["load"] = load
     out["sim_wall_s"] = round(wall, 3)
+    if slos:
+        out["slos"] = slo_results(slos, list(sim.records.values()), alias)
+    if protection is not None:
+        out["protection"] = {"restricted_s": sim.restricted_s}
     if sim.scheduler is not None:
         out["gateway_queue"] = {k: asdict(v) for k, v in sim.scheduler.stats.items()}
     return out
@@ -87,12 +101,21 @@ def run_simulation(
     duration_s: float | None = None,
     plots: bool = True,
     progress: Callable[[str, float, dict[str, Any]], None] | None = None,
+    slos: Sequence[Slo] = (),
+    alias: str = "sim",
+    bisect: bool = False,
+    rel_tol: float = 0.02,
+    protect: Sequence[ProtectSpec] = (),
 ) -> dict[str, Any]:
     """Replay ``trace_path`` through every policy at every load factor.
 
     ``loads`` multiply the trace's request rate (arrival times divided by the
-    factor). Returns the results dict (schema in docs/SIMULATION.md) and, when
-    ``out_dir`` is given, writes ``results.json`` and PNG plots there.
+    factor). With ``bisect`` the goodput knee of each policy is searched beyond the
+    swept loads and bisected to ``rel_tol``; without it each policy's goodput says
+    whether the loads tried capped it. ``slos`` (judged as model ``alias``) add each
+    SLO's SLIs to every point. Returns the results dict (schema in
+    docs/SIMULATION.md) and, when ``out_dir`` is given, writes ``results.json`` and
+    PNG plots there.
     """
     known = builtin_policies()
     for p in policies:
@@ -117,24 +140,28 @@ def run_simulation(
         "slo_classes": {k: asdict(v) for k, v in classes.items()},
         "workload_rules": asdict(rules),
         "cluster": asdict(cluster),
+        "slos": [s.name for s in slos],
+        "protect": [asdict(p) for p in protect],
         "policies": {},
     }
     for name in policies:
-        points = []
-        for load in loads:
-            pt = simulate_point(
-                trace,
-                known[name],
-                load,
-                engine_profile=profile,
-                classes=classes,
-                rules=rules,
-                cluster=cluster,
-            )
-            points.append(pt)
+
+        def point(load: float, name: str = name) -> dict[str, Any]:
+            pt = simulate_point(trace, known[name], load, engine_profile=profile,
+                                classes=classes, rules=rules, cluster=cluster, slos=slos,
+                                alias=alias, protect=protect)
             if progress is not None:
                 progress(name, load, pt)
-        results["policies"][name] = {"goodput_rps": goodput(points), "points": points}
+            return pt
+
+        points = [point(load) for load in loads]
+        est = find_knee(points, point, rel_tol=rel_tol) if bisect else None
+        results["policies"][name] = {
+            "goodput_rps": est.goodput_rps if est is not None else goodput(points),
+            "goodput": goodput_bound(points, est),
+            "points": sorted(points + (est.probes if est is not None else []),
+                             key=lambda p: float(p["load"])),
+        }
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -144,6 +171,28 @@ def run_simulation(
 
             write_plots(results, out)
     return results
+
+
+def goodput_bound(
+    points: Sequence[dict[str, Any]], est: GoodputEstimate | None, threshold: float = 0.9
+) -> dict[str, Any]:
+    """How far to trust a goodput figure: ``bracketed`` (the knee lies between
+    ``load_pass`` and ``load_fail``), ``capped`` (every load tried passed: the goodput
+    is at least the figure) or ``below`` (no load tried passed: it is under the lowest,
+    reported as 0)."""
+    if est is not None:
+        lo, hi = est.load_pass, est.load_fail
+        probes = len(est.probes)
+    else:
+        passing = [float(p["load"]) for p in points
+                   if float(p["slo_attainment"]) >= threshold]
+        lo = max(passing) if passing else 0.0
+        above = sorted(float(p["load"]) for p in points if float(p["load"]) > lo)
+        hi = above[0] if above else None
+        probes = 0
+    bound = "below" if lo == 0 else "capped" if hi is None else "bracketed"
+    return {"bound": bound, "load_pass": lo, "load_fail": hi, "probes": probes,
+            "rel_precision": (hi - lo) / lo if hi is not None and lo > 0 else None}
 
 
 def clean_json(x: Any) -> Any:

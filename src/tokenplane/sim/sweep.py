@@ -66,7 +66,7 @@ def refine_goodput(
     hi = float(above[0]["load"])
     probes: list[dict[str, Any]] = []
     while (hi - lo) / lo > rel_tol and len(probes) < max_probes:
-        mid = (lo + hi) / 2.0
+        mid = round((lo + hi) / 2.0, 6)
         pt = dict(evaluate(mid))
         pt.setdefault("load", mid)
         probes.append(pt)
@@ -75,3 +75,39 @@ def refine_goodput(
         else:
             hi = mid
     return GoodputEstimate(lo_rate, lo, hi, probes)
+
+
+def find_knee(
+    points: Sequence[Mapping[str, Any]],
+    evaluate: Callable[[float], Mapping[str, Any]],
+    *,
+    threshold: float = 0.9,
+    rel_tol: float = 0.02,
+    max_probes: int = 12,
+) -> GoodputEstimate:
+    """Goodput wherever the knee lies, not only inside the loads swept: when no swept
+    load passes, halve the lowest until one does; when every one passes, double the
+    highest until one fails; then bisect the bracket (``refine_goodput``). The probes
+    count against ``max_probes``; an estimate still unbracketed says so
+    (``load_fail`` None, or ``load_pass`` 0)."""
+    pts = [dict(p) for p in sorted(points, key=lambda p: float(p["load"]))]
+    if not pts:
+        raise ValueError("find_knee needs at least one swept point")
+    probes: list[dict[str, Any]] = []
+
+    def probe(load: float) -> dict[str, Any]:
+        pt = dict(evaluate(load))
+        pt.setdefault("load", load)
+        probes.append(pt)
+        pts.append(pt)
+        return pt
+
+    while not any(_passes(p, threshold) for p in pts) and len(probes) < max_probes:
+        probe(round(min(float(p["load"]) for p in pts) / 2.0, 6))
+    while (all(_passes(p, threshold) for p in pts) and pts
+           and len(probes) < max_probes):
+        probe(round(max(float(p["load"]) for p in pts) * 2.0, 6))
+    est = refine_goodput(pts, evaluate, threshold=threshold, rel_tol=rel_tol,
+                         max_probes=max(0, max_probes - len(probes)))
+    est.probes = probes + est.probes
+    return est

@@ -42,31 +42,39 @@ class SliStatus:
             "sli_ratio": b.sli,
             "budget_remaining": b.remaining,
             "bad_events_left": b.bad_left,
-            "burn_rates": {_span(w): r for w, r in sorted(self.burn.items())},
+            "burn_rates": {span_name(w): r for w, r in sorted(self.burn.items())},
             "alerts": [
-                {"severity": f.key.severity, "long_window": _span(f.key.long_s),
-                 "short_window": _span(f.key.short_s), "threshold": f.threshold,
+                {"severity": f.key.severity, "long_window": span_name(f.key.long_s),
+                 "short_window": span_name(f.key.short_s), "threshold": f.threshold,
                  "long_burn": f.long_burn, "short_burn": f.short_burn}
                 for f in self.firing
             ],
         }
 
 
-def _span(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+def span_name(seconds: float) -> str:
+    """``5m``, ``1h``, ``3d``: a window as Prometheus writes durations."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return f"{round(seconds * 1000)}ms"
 
 
 class SloEvaluator:
-    def __init__(self, slos: Sequence[Slo], bucket_s: float = 60.0) -> None:
+    def __init__(
+        self, slos: Sequence[Slo], bucket_s: float = 60.0, by_version: Iterable[str] = ()
+    ) -> None:
         self.slos = tuple(slos)
+        self.bucket_s = bucket_s
         self._tallies = {
             (slo.name, sli.label): BucketTally(bucket_s) for slo in self.slos for sli in slo.slis
         }
+        # SLOs that guard a canary also keep a tally per model version
+        self.by_version = frozenset(by_version)
+        self._versions: dict[tuple[str, str, str], BucketTally] = {}
 
-    def observe(self, facts: RequestFacts) -> None:
+    def observe(self, facts: RequestFacts, sign: int = 1) -> None:
+        """Count a finished request (``sign=-1`` takes a counted one back)."""
         for slo in self.slos:
             if not slo.selector.selects(
                 facts.model, facts.tenant, facts.department, facts.app, facts.slo_class
@@ -74,9 +82,13 @@ class SloEvaluator:
                 continue
             for sli in slo.slis:
                 verdict = judge(sli, facts)
-                if verdict is not Verdict.NOT_VALID:
-                    self._tallies[(slo.name, sli.label)].add(
-                        facts.ts, bad=verdict is Verdict.BAD)
+                if verdict is Verdict.NOT_VALID:
+                    continue
+                bad = verdict is Verdict.BAD
+                self._tallies[(slo.name, sli.label)].add(facts.ts, bad=bad, count=sign)
+                if facts.version and slo.name in self.by_version:
+                    self.version_tally(slo.name, sli.label, facts.version).add(
+                        facts.ts, bad=bad, count=sign)
 
     def observe_all(self, facts: Iterable[RequestFacts]) -> None:
         for f in facts:
@@ -84,6 +96,13 @@ class SloEvaluator:
 
     def tally(self, slo: str, sli: str) -> BucketTally:
         return self._tallies[(slo, sli)]
+
+    def version_tally(self, slo: str, sli: str, version: str) -> BucketTally:
+        key = (slo, sli, version)
+        tally = self._versions.get(key)
+        if tally is None:
+            tally = self._versions[key] = BucketTally(self.bucket_s)
+        return tally
 
     def status(self, now: float, names: Iterable[str] | None = None) -> list[SliStatus]:
         wanted = None if names is None else set(names)
@@ -112,3 +131,6 @@ class SloEvaluator:
         for slo in self.slos:
             for sli in slo.slis:
                 self._tallies[(slo.name, sli.label)].prune(now - slo.window_s)
+        windows = {s.name: s.window_s for s in self.slos}
+        for (slo_name, _, _), tally in self._versions.items():
+            tally.prune(now - windows[slo_name])

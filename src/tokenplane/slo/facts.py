@@ -32,4 +32,5 @@ def facts_from_event(event: UsageEvent, slo_class: str = "") -> RequestFacts:
         ttft_s=ttft,
         tpot_s=tpot,
         latency_s=latency,
+        version=event.model_version or "",
     )

@@ -48,8 +48,9 @@ class BucketTally:
         self.add_bucket(self.bucket_of(ts), count, count if bad else 0)
 
     def add_bucket(self, bucket: int, valid: int, bad: int) -> None:
-        """Add counts to one bucket (single events, or a whole bucket from the ledger)."""
-        if valid <= 0 and bad <= 0:
+        """Add counts to one bucket (single events, or a whole bucket from the ledger);
+        negative counts take back what was added before."""
+        if not valid and not bad:
             return
         if bucket not in self._valid:
             if not self._keys or bucket > self._keys[-1]:

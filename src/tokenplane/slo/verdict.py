@@ -50,6 +50,7 @@ class RequestFacts:
     ttft_s: float | None
     tpot_s: float | None
     latency_s: float | None
+    version: str = ""  # the model version that served it (version splits)
 
 
 def availability(f: RequestFacts) -> Verdict:

@@ -31,6 +31,9 @@ from typing import Any
 SOURCE_KEY = "tokenplane_source"
 CONTEXT_NAME_PREFIXES = ("context", "rag", "doc")
 IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
+# parts with no text of their own: the gateway does not count them (the upstream's usage,
+# which bills them, is the truth for the ledger)
+MEDIA_PART_TYPES = frozenset({"input_audio", "file", "audio_url", "video_url"})
 DEFAULT_IMAGE_TOKENS = 765
 _CONTEXT_ROLES = frozenset({"tool", "function"})
 
@@ -87,7 +90,9 @@ def _text_of(content: Any) -> tuple[str, tuple[tuple[str, bool], ...], int]:
         if kind in IMAGE_PART_TYPES:
             images += 1
             continue
-        text = part.get("text")
+        if kind in MEDIA_PART_TYPES:
+            continue
+        text = part.get("refusal" if kind == "refusal" else "text")
         if not isinstance(text, str):
             raise ValueError(f"content part of type {kind!r} has no text")
         parts.append((text, part.get(SOURCE_KEY) == "context"))

@@ -27,6 +27,7 @@ from tokenplane.config.schema import AdmissionConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.pricing import ModelPrice, PriceBook
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.periodic import Periodic
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
 log = logging.getLogger("tokenplane.admission")
@@ -50,6 +51,8 @@ class AdmissionService:
         self._price_cache: dict[str, ModelPrice | None] = {}
         self._price_version = ""
         self._chains: dict[tuple[str | None, ...], list[Scope]] = {}
+        self._heartbeat = Periodic("admission-heartbeat", cfg.heartbeat_s, self.beat, log=log,
+                                   failure="admission heartbeat failed")
         if isinstance(store, ResilientStore):
             resilient = store
             metrics.track_admission_store(lambda: dataclasses.asdict(resilient.stats))
@@ -58,14 +61,26 @@ class AdmissionService:
     def build(cls, cfg: AdmissionConfig, redis_url: str | None, home: Path,
               metrics: GatewayMetrics, prices: Callable[[], PriceBook | None],
               predictor: LengthPredictor | None = None, *,
-              limits: LimitSource) -> AdmissionService:
+              limits: LimitSource, local_socket: str | None = None,
+              workers: int = 1) -> AdmissionService:
         store = make_store(redis_url, failure_mode=cfg.failure_mode, replicas=cfg.replicas,
                            prefix=cfg.key_prefix, timeout_s=cfg.timeout_s,
-                           probe_interval_s=cfg.probe_interval_s, logger=log)
+                           probe_interval_s=cfg.probe_interval_s, lease_s=cfg.lease_s,
+                           local_socket=local_socket, workers=workers, logger=log)
         return cls(cfg, limits, store, metrics, prices, BudgetAlerts(metrics, cfg.alert_webhook),
                    predictor)
 
+    async def start(self) -> None:
+        """The heartbeat: renews this worker's concurrency leases and retries the
+        settlements the shared store could not take."""
+        self._heartbeat.start()
+
+    async def beat(self) -> None:
+        await self.store.heartbeat(time.time())
+        self.note_store_health()
+
     async def close(self) -> None:
+        await self._heartbeat.close()
         await self.alerts.close()
         await self.store.close()
         self.limits.close()
@@ -113,6 +128,11 @@ class AdmissionService:
             probe = UsageEvent(request_id="", attempt=0, ts=0.0, model=alias)
             self._price_cache[alias] = book.model_price(probe)
         return self._price_cache[alias]
+
+    def currency(self) -> str:
+        """The prices' currency (what budgets are in)."""
+        book = self._prices()
+        return book.currency if book is not None else "USD"
 
     def cost(self, alias: str, input_tokens: int, output_tokens: int, *, cached: int = 0,
              reasoning: int = 0) -> int:

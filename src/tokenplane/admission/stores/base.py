@@ -35,4 +35,9 @@ class CounterStore(Protocol):
     async def status(self, tenant: str, limits: Sequence[BoundLimit],
                      now: float) -> list[LimitStatus]: ...
 
+    async def heartbeat(self, now: float) -> None:
+        """Renew this worker's concurrency leases (and retry what waits to be settled);
+        the worker calls it every ``heartbeat_s``. A no-op for stores without leases."""
+        ...
+
     async def close(self) -> None: ...

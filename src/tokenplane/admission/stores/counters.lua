@@ -3,12 +3,17 @@
 -- (same raw answers). KEYS[1] reservations hash, KEYS[2] deadlines zset,
 -- KEYS[3] tenant clock; every other key is built from the payload's base "b",
 -- which carries the tenant hash tag {t:<tenant>} so all keys share one slot.
--- ARGV[1] = op, ARGV[2] = JSON payload {b, rid, now, ttl, v, l}. Time is the
--- caller's `now` (ms), clamped so a tenant's clock never runs backwards.
+-- ARGV[1] = op, ARGV[2] = JSON payload {b, rid, now, ttl, ls, v, l} (renew:
+-- {b, now, ls, rids}). Time is the caller's `now` (ms), clamped so a tenant's clock
+-- never runs backwards. Gauge units are leases: zset `ls` holds rid -> lease
+-- deadline; a lease past its deadline lapses (its gauge units are given back) when
+-- the tenant's counters are next read; `renew` extends leases (or takes the units
+-- of a lapsed one again while its reservation is open).
 local RES, EXP, CLK = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
 local p = cjson.decode(ARGV[2])
 local base = p.b
+local LS = base .. 'ls'
 
 local function I(x) return string.format('%d', x) end
 
@@ -153,7 +158,54 @@ local function sweep(now)
       redis.call('HINCRBY', base .. 'stats', 'expired', 1)
     end
     redis.call('ZREM', EXP, rid)
+    redis.call('ZREM', LS, rid)
   end
+end
+
+local function lapse(now)
+  local due = redis.call('ZRANGEBYSCORE', LS, '-inf', I(now), 'LIMIT', 0, 64)
+  for _, rid in ipairs(due) do
+    local raw = redis.call('HGET', RES, rid)
+    if raw then
+      local rec = cjson.decode(raw)
+      for _, e in ipairs(rec.e) do
+        if e[2] == 'g' and e[4] > 0 then gadd(e[1], -e[4], rec.ttl); e[4] = 0 end
+      end
+      redis.call('HSET', RES, rid, cjson.encode(rec))
+      redis.call('HINCRBY', base .. 'stats', 'lapsed', 1)
+    end
+    redis.call('ZREM', LS, rid)
+  end
+end
+
+if op == 'renew' then
+  local now = clock(p.now)
+  local d, renewed, back = I(now + p.ls), 0, 0
+  for _, rid in ipairs(p.rids) do
+    if redis.call('ZSCORE', LS, rid) then
+      redis.call('ZADD', LS, d, rid)
+      renewed = renewed + 1
+    else
+      local raw = redis.call('HGET', RES, rid)
+      if raw then
+        local rec = cjson.decode(raw)
+        if rec.ls == 1 then
+          local g = {}
+          for j = 1, 4 do g[j] = rec.r[j] + rec.b[j] end
+          for _, e in ipairs(rec.e) do
+            if e[2] == 'g' then
+              local full = amount(g, e[3])
+              if full > e[4] then gadd(e[1], full - e[4], rec.ttl); e[4] = full end
+            end
+          end
+          redis.call('HSET', RES, rid, cjson.encode(rec))
+          redis.call('ZADD', LS, d, rid)
+          back = back + 1
+        end
+      end
+    end
+  end
+  return {renewed, back}
 end
 
 local L, v = p.l, p.v
@@ -161,6 +213,7 @@ local L, v = p.l, p.v
 if op == 'reserve' then
   local now = clock(p.now)
   sweep(now)
+  lapse(now)
   if redis.call('HEXISTS', RES, p.rid) == 1 then return {-2} end
   local states, worst = worst_of(L, v, now)
   if worst then return worst end
@@ -180,18 +233,23 @@ if op == 'reserve' then
     out[#out + 1] = w[4] - s.used
   end
   local deadline = now + p.ttl
-  redis.call('HSET', RES, p.rid,
-    cjson.encode({d = deadline, ttl = p.ttl, e = entries, r = v, b = {0, 0, 0, 0}, n = 0}))
+  local leased = 0
+  if (p.ls or 0) > 0 then
+    for _, w in ipairs(L) do if w[2] == 'g' then leased = 1 end end
+  end
+  redis.call('HSET', RES, p.rid, cjson.encode(
+    {d = deadline, ttl = p.ttl, e = entries, r = v, b = {0, 0, 0, 0}, n = 0, ls = leased}))
   redis.call('ZADD', EXP, I(deadline), p.rid)
+  if leased == 1 then redis.call('ZADD', LS, I(now + p.ls), p.rid) end
   for _, x in ipairs(al) do out[#out + 1] = x end
   return out
 end
 
 if op == 'debit' then
-  local raw = redis.call('HGET', RES, p.rid)
-  if not raw then return {-1} end
-  local rec = cjson.decode(raw)
+  if redis.call('HEXISTS', RES, p.rid) == 0 then return {-1} end
   local now = clock(p.now)
+  lapse(now)
+  local rec = cjson.decode(redis.call('HGET', RES, p.rid))
   local states, worst = worst_of(L, v, now)
   if worst then return worst end
   rec.n = rec.n + 1
@@ -225,6 +283,7 @@ if op == 'reconcile' then
   local rec = cjson.decode(raw)
   redis.call('HDEL', RES, p.rid)
   redis.call('ZREM', EXP, p.rid)
+  redis.call('ZREM', LS, p.rid)
   local now = clock(p.now)
   local g = {}
   for j = 1, 4 do g[j] = rec.r[j] + rec.b[j] end
@@ -266,6 +325,7 @@ end
 
 if op == 'status' then
   local now = clock(p.now)
+  lapse(now)
   local out = {}
   for _, w in ipairs(L) do
     local s = load(w, now)

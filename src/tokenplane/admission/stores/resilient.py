@@ -8,16 +8,21 @@ counted and the switch is logged, never silent. The primary is probed again
 ``probe_interval_s`` after the last failure (measured on the caller's ``now``) and
 the wrapper recovers by itself as soon as it answers.
 
-Settling (reconcile / release) never raises: a reservation the primary holds but
-cannot settle is counted in ``orphaned_settlements`` and left to expire there,
-where it is settled as fully used. A debit fails closed (raises) or open (allowed,
-counted) like a reservation.
+Settling (reconcile / release) never raises: a settlement the primary cannot take
+is queued (``max_pending``, oldest dropped beyond it) and retried in order by the
+heartbeat once the primary answers; while settlements wait, new ones queue behind
+them. A reservation whose answer was lost (the store failed during ``reserve``) is
+queued for release too, since it may have been made. Retrying is safe: the store
+deletes a reservation when it settles it, so a settlement applied twice (its first
+answer lost) finds nothing the second time and changes nothing. A debit fails
+closed (raises) or open (allowed, counted) like a reservation.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -38,8 +43,19 @@ class ResilienceStats:
     unavailable: int = 0
     fallback_ops: int = 0
     recoveries: int = 0
-    orphaned_settlements: int = 0
+    orphaned_settlements: int = 0  # dropped: the retry queue was full
     unenforced_debits: int = 0
+    queued_settlements: int = 0
+    retried_settlements: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSettlement:
+    tenant: str
+    rid: str
+    limits: tuple[BoundLimit, ...]
+    actual: Amounts
+    now: float
 
 
 class ResilientStore:
@@ -47,7 +63,7 @@ class ResilientStore:
 
     def __init__(self, primary: CounterStore, *, mode: FailureMode = "fail_closed",
                  replicas: int = 1, probe_interval_s: float = 1.0,
-                 logger: logging.Logger | None = None) -> None:
+                 max_pending: int = 100_000, logger: logging.Logger | None = None) -> None:
         if mode not in ("fail_closed", "fail_open"):
             raise ValueError(f"mode must be fail_closed or fail_open, got {mode!r}")
         if replicas < 1:
@@ -62,6 +78,9 @@ class ResilientStore:
         self._down_since: float | None = None
         self._last_failure = 0.0
         self._local_ids: set[str] = set()
+        self.max_pending = max_pending
+        self._pending: deque[PendingSettlement] = deque()
+        self._draining = False
 
     @property
     def degraded(self) -> bool:
@@ -110,6 +129,8 @@ class ResilientStore:
             try:
                 result = await self.primary.reserve(tenant, rid, limits, amounts, now, ttl_s)
             except StoreUnavailable as exc:
+                # the store may have made it and only the answer was lost: release it there
+                self._queue(PendingSettlement(tenant, rid, tuple(limits), Amounts(), now))
                 self._failed(exc, now)
             else:
                 self._recovered(now)
@@ -143,13 +164,64 @@ class ResilientStore:
             self._local_ids.discard(rid)
             self.stats.fallback_ops += 1
             return await self.local.reconcile(tenant, rid, self._scaled(limits), actual, now)
+        item = PendingSettlement(tenant, rid, tuple(limits), actual, now)
+        if self._pending or not self._use_primary(now):
+            self._queue(item)  # behind the ones waiting, in order
+            return Settlement(found=False)
         try:
             return await self.primary.reconcile(tenant, rid, limits, actual, now)
         except StoreUnavailable as exc:
             self._failed(exc, now, settling=True)
-            # The shared reservation expires there and is settled as fully used.
-            self.stats.orphaned_settlements += 1
+            self._queue(item)
             return Settlement(found=False)
+
+    def _queue(self, item: PendingSettlement) -> None:
+        if len(self._pending) >= self.max_pending:
+            self._pending.popleft()  # it expires there (gauges: when its lease lapses)
+            self.stats.orphaned_settlements += 1
+            if self.stats.orphaned_settlements == 1:
+                self.log.error("admission settlement queue full (%d): dropping the oldest",
+                               self.max_pending)
+        self._pending.append(item)
+        self.stats.queued_settlements += 1
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def retry_settlements(self, now: float) -> int:
+        """Send the queued settlements in order until one fails; how many went."""
+        if self._draining or not self._pending or not self._use_primary(now):
+            return 0
+        self._draining = True
+        sent = 0
+        try:
+            while self._pending:
+                item = self._pending[0]
+                try:
+                    await self.primary.reconcile(item.tenant, item.rid, item.limits,
+                                                 item.actual, item.now)
+                except StoreUnavailable as exc:
+                    self._failed(exc, now, settling=True)
+                    break
+                self._pending.popleft()
+                sent += 1
+                self.stats.retried_settlements += 1
+            else:
+                self._recovered(now)
+        finally:
+            self._draining = False
+        return sent
+
+    async def heartbeat(self, now: float) -> None:
+        """Retry waiting settlements, then renew the primary's leases."""
+        await self.retry_settlements(now)
+        if not self._use_primary(now):
+            return
+        try:
+            await self.primary.heartbeat(now)
+        except StoreUnavailable as exc:
+            self._failed(exc, now, settling=True)
 
     async def status(self, tenant: str, limits: Sequence[BoundLimit],
                      now: float) -> list[LimitStatus]:

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 GENESIS = "0" * 64
 HASH_FIELD = b',"hash":"'
+DIGEST_HEX = 32  # checkpoints and the head list each record's hash cut to 128 bits
 
 
 def canonical(obj: Any) -> bytes:
@@ -62,9 +63,11 @@ def _hkdf(key: bytes, info: bytes) -> bytes:
 
 
 def checkpoint_claim(seq: int, ts: float, prev_hash: str) -> dict[str, Any]:
-    """What a checkpoint signs: its position and the hash of the record before it."""
+    """What a checkpoint of the first format (HMAC ``mac``) signs: its position and
+    the hash of the record before it."""
     return {"kind": "checkpoint", "seq": seq, "ts": ts, "prev_hash": prev_hash}
 
 
 def head_claim(head: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in head.items() if k != "mac"}
+    """What the head signs: every field but its signature (``mac`` or ``sig``)."""
+    return {k: v for k, v in head.items() if k not in ("mac", "sig")}

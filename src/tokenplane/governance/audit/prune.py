@@ -7,22 +7,25 @@ from pathlib import Path
 
 import orjson
 
-from tokenplane.governance.audit.chain import Keys, head_claim
+from tokenplane.governance.audit.chain import head_claim
 from tokenplane.governance.audit.segments import list_segments, read_head, write_head
+from tokenplane.governance.audit.signing import FORMAT, Signer, Verifier, head_signed
 
 DEFAULT_RETENTION_DAYS = 180
 
 
-def prune_log(directory: Path, keys: Keys, cutoff_ts: float) -> int:
+def prune_log(directory: Path, signer: Signer, verifier: Verifier, cutoff_ts: float) -> int:
     """Remove every record before the last checkpoint written at or before ``cutoff_ts``.
 
     That checkpoint becomes the first record; its signature covers the hash of
-    the record before it, which anchors the rest of the chain. The head records
-    the new first seq (signed), so removing more later is detected. Returns the
-    number of records removed. Run with no writer appending (``AuditLog.prune``).
+    the record before it (and the hashes of the records it follows), which anchors
+    the rest of the chain. The head records the new first seq (signed), so removing
+    more later is detected. Returns the number of records removed. Run with no writer
+    appending (``AuditLog.prune``). A head of the first format (HMAC) is re-signed in
+    the current one.
     """
     head = read_head(directory)
-    if head is None or not keys.check(head_claim(head), head.get("mac")):
+    if head is None or not head_signed(head, verifier):
         raise ValueError("cannot prune: head missing or not signed by this key")
     anchor: tuple[Path, int, int, str] | None = None  # segment, line index, seq, prev_hash
     for seg in list_segments(directory):
@@ -42,7 +45,11 @@ def prune_log(directory: Path, keys: Keys, cutoff_ts: float) -> int:
     removed = seq - int(head["first_seq"])
     head = {**head, "first_seq": seq, "first_prev_hash": prev_hash}
     head.pop("mac", None)
-    head["mac"] = keys.sign(head_claim(head))
+    head.pop("sig", None)
+    if head.get("v") != FORMAT:  # a head of the first format lists no digests
+        head.update(v=FORMAT, tail_first=int(head["seq"]) + 1, tail=[])
+    head["signer"] = signer.signer
+    head["sig"] = signer.sign(head_claim(head))
     # Files first, head last: a crash in between makes verify report the gap, and
     # running prune again completes the job.
     for seg in list_segments(directory):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from tokenplane.config.governance_schema import AuditConfig
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.audit.chain import Keys
 from tokenplane.governance.audit.entry import AuditEntry
-from tokenplane.governance.audit.keyfile import audit_key, key_from_env
+from tokenplane.governance.audit.keyfile import key_from_env, resolve_key, risk_warning
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.segments import list_segments, segment_day
 from tokenplane.governance.pii_policy import redact
@@ -71,14 +72,21 @@ class AuditService:
     @classmethod
     def open(cls, home: Path, worker_id: str | None, config: AuditConfig,
              redactor: Callable[[str], str]) -> AuditService:
-        found = audit_key(home, config.hmac_key_env)
+        """The worker's log, its key resolved per ``config`` (see ``keyfile``). A key in
+        the data directory (nothing configured) is warned about at every start."""
+        found = resolve_key(home, config.key_env, config.key_file)
         assert found is not None
         key, source = found
-        if source == "generated":
-            log.warning("generated an audit signing key in %s (mode 0600); back it up, or "
-                        "set $%s to use your own", home / "audit.key", config.hmac_key_env)
+        if source.in_data_dir:
+            log.warning(risk_warning(source, config.key_env))
+        elif source.kind == "file" and os.stat(source.where).st_mode & 0o077:
+            log.warning("audit key file %s can be read by other users: chmod 600 it",
+                        source.where)
         audit = AuditLog(audit_root(home) / (worker_id or "main"), key, config.checkpoint_every,
+                         checkpoint_interval_s=config.checkpoint_interval_s,
                          retention=config.retention, redactor=redactor, fsync=config.fsync)
+        log.info("audit log %s signed by Ed25519 key %s (public key %s, secret from %s)",
+                 audit.dir, audit.signer.signer, audit.signer.public_hex, source.describe())
         if config.retention == "full":
             assert config.encryption_key_env is not None
             content_key = key_from_env(config.encryption_key_env)
@@ -131,7 +139,7 @@ class AuditService:
     async def flush(self) -> None:
         """Everything submitted so far is written and the head re-signed."""
         self._hand_off()
-        await asyncio.wrap_future(self._pool.submit(self.log.flush))
+        await asyncio.wrap_future(self._pool.submit(self.log.flush, self.clock()))
 
     async def start(self) -> None:
         self._timer.start()

@@ -46,6 +46,13 @@ class GatewayRouter:
             self.profiles[alias] = build_profile(spec, ctx, registry)
         self.splits = {a: split_rule(s) for a, s in config.splits.items()}
 
+    def roll_back(self, alias: str, stable: str) -> None:
+        """A canary guard tripped: every request of ``alias`` that no header or tenant
+        pins goes to the ``stable`` version from now on."""
+        rule = self.splits.get(alias)
+        if rule is not None:
+            self.splits[alias] = dataclasses.replace(rule, weights=((stable, 1.0),))
+
     def version(self, alias: str, req: RouteRequest) -> str | None:
         rule = self.splits.get(alias)
         return rule.choose(req) if rule is not None else None

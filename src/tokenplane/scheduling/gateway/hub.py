@@ -24,7 +24,13 @@ from tokenplane.periodic import Periodic
 from tokenplane.routing.gateway.replicas import LiveEndpoint
 from tokenplane.routing.gateway.router import GatewayRouter
 from tokenplane.scheduling.gate import SaturationGate
-from tokenplane.scheduling.scheduler import ClassStats, GatewayScheduler, QueuedRequest, Shed
+from tokenplane.scheduling.scheduler import (
+    ClassRestriction,
+    ClassStats,
+    GatewayScheduler,
+    QueuedRequest,
+    Shed,
+)
 from tokenplane.scheduling.slo import SloClass, slo_classes_from_config
 from tokenplane.scheduling.vtc import VirtualTokenCounter
 
@@ -54,6 +60,9 @@ class SchedulerHub:
             slo_classes_from_config(cfg.class_specs()))
         self.gate = SaturationGate(kv_limit=cfg.kv_limit)
         self.queues: dict[Queue, GatewayScheduler] = {}
+        # classes admitted more strictly while an SLO's budget is protected; shared
+        # with every queue's scheduler, replaced in place by ``restrict``
+        self.restrictions: dict[str, ClassRestriction] = {}
         self._timer = Periodic("tokenplane-scheduler", cfg.tick_s, self._tick_if_waiting,
                                log=log, failure="scheduler tick failed")
         self._wait_children: dict[str, Any] = {}
@@ -82,17 +91,32 @@ class SchedulerHub:
         if s is None:
             vtc = VirtualTokenCounter(self.cfg.tenant_weights)
             s = GatewayScheduler(self.router.profiles[q[0]], gate=self.gate, vtc=vtc,
-                                 late_defer_s=self.cfg.late_defer_s)
+                                 late_defer_s=self.cfg.late_defer_s,
+                                 restrictions=self.restrictions)
             self.queues[q] = s
         return s
 
     def _cands(self, q: Queue) -> list[LiveEndpoint]:
         return self.router.candidates(q[0], q[1] or None)
 
+    def restrict(self, restrictions: dict[str, ClassRestriction]) -> None:
+        """Admit these classes more strictly from now on (an empty dict lifts it)."""
+        if restrictions != self.restrictions:
+            log.warning("SLO budget protection: %s", ", ".join(
+                f"{k} at {v.gate_fraction:g} of the gate" for k, v in restrictions.items())
+                or "lifted")
+            self.restrictions.clear()
+            self.restrictions.update(restrictions)
+
+    def fraction(self, slo: SloClass) -> float:
+        r = self.restrictions.get(slo.name)
+        return slo.gate_fraction if r is None else min(slo.gate_fraction, r.gate_fraction)
+
     def has_room(self, cands: list[LiveEndpoint], slo: SloClass) -> bool:
         """Whether one of ``cands`` (a queue's replicas that are up) has room for ``slo``."""
         now = self.clock()
-        return any(self.gate.accepts(e.snapshot(now), slo.gate_fraction) for e in cands)
+        frac = self.fraction(slo)
+        return any(self.gate.accepts(e.snapshot(now), frac) for e in cands)
 
     def target(self, alias: str, version: str | None, slo: SloClass) -> Target | None:
         """The queue to join and its replicas that are up: the alias's own when it has
@@ -126,7 +150,8 @@ class SchedulerHub:
             return None
         now = self.clock()
         snaps = self.router.live.snapshots(cands, now)
-        allowed = [e for e in snaps if self.gate.accepts(e, item.slo.gate_fraction)]
+        frac = self.fraction(item.slo)
+        allowed = [e for e in snaps if self.gate.accepts(e, frac)]
         if not allowed or (item.route.block_hashes and len(allowed) < len(snaps)):
             return None
         req = item.route

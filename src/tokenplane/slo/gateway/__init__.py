@@ -1,0 +1,1 @@
+"""The SLO shell: the gateway's ledger-fed evaluation service and its exporters."""

@@ -1,0 +1,110 @@
+"""The gateway's SLO evaluation, off the request path, from the ledger.
+
+Every ``refresh_s`` (``slo_alerting.evaluate_every``). The first round reads the last
+attempt of every request in the longest SLO window (so a restart resets no window);
+later rounds read from the watermark less an overlap (``LedgerFeed`` counts each
+request once, as its final attempt). Every ``reload_s`` it rebuilds from scratch,
+which also takes in rows that reached the ledger later than the overlap (a dead
+worker's journal adopted long after). Every worker and replica reads the same ledger,
+so each one's view is the whole gateway's. After each round the alerting (when
+webhooks are configured) sends what changed, from one leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from tokenplane.metering.request_history import last_attempts
+from tokenplane.metering.stores.base import LedgerSink
+from tokenplane.periodic import Periodic
+from tokenplane.scheduling.scheduler import ClassRestriction
+from tokenplane.slo.canary_guards import CanaryGuards
+from tokenplane.slo.evaluator import SliStatus, SloEvaluator
+from tokenplane.slo.facts import facts_from_event
+from tokenplane.slo.feed import LedgerFeed
+from tokenplane.slo.gateway.alerting import SloAlerting
+from tokenplane.slo.protection import BudgetProtection
+from tokenplane.slo.spec import Slo
+
+log = logging.getLogger("tokenplane.slo")
+
+
+class SloService:
+    def __init__(
+        self,
+        slos: Sequence[Slo],
+        sink: Callable[[], LedgerSink],
+        *,
+        refresh_s: float = 10.0,
+        overlap_s: float = 300.0,
+        reload_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+        alerting: SloAlerting | None = None,
+        guards: CanaryGuards | None = None,
+        protection: BudgetProtection | None = None,
+        restrict: Callable[[dict[str, ClassRestriction]], None] | None = None,
+    ) -> None:
+        self.slos = tuple(slos)
+        self.sink = sink
+        self.overlap_s = overlap_s
+        self.reload_s = reload_s
+        self.clock = clock
+        self.alerting = alerting
+        self.guards = guards
+        self.protection = protection
+        self.restrict = restrict
+        self.longest_s = max((s.window_s for s in self.slos), default=0.0)
+        self.feed: LedgerFeed | None = None
+        self.loaded_at = 0.0
+        self.refreshed_at: float | None = None
+        self._periodic = Periodic("slo-evaluation", refresh_s, self.refresh, log=log,
+                                  failure="SLO evaluation failed", first_now=True)
+
+    def start(self) -> None:
+        if self.slos:
+            self._periodic.start()
+
+    async def close(self) -> None:
+        await self._periodic.close()
+        if self.alerting is not None:
+            await self.alerting.close()
+
+    async def refresh(self) -> None:
+        now = self.clock()
+        feed = self.feed
+        if feed is None or now - self.loaded_at >= self.reload_s:
+            versioned = self.guards.slo_names if self.guards is not None else ()
+            feed = LedgerFeed(SloEvaluator(self.slos, by_version=versioned), self.overlap_s)
+            await self._read(feed, now - self.longest_s, now)
+            self.feed, self.loaded_at = feed, now  # swap in a whole view
+        else:
+            since = feed.since()
+            await self._read(feed, now - self.longest_s if since is None else since, now)
+        feed.evaluator.prune(now)
+        self.refreshed_at = now
+        if self.protection is not None and self.restrict is not None:
+            self.restrict(self.protection.decide(feed.evaluator, now))
+        decisions = (self.guards.step(feed.evaluator, now)
+                     if self.guards is not None else [])
+        if self.alerting is not None:
+            await self.alerting.step(self.status(now), now, decisions)
+        for d in decisions:
+            log.warning("canary guard: %s of %s rolled back to %s: %s", d.spec.canary,
+                        d.spec.alias, d.spec.stable, d.verdict.reason)
+
+    async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
+        events = await last_attempts(self.sink(), since, until + 1.0)
+        feed.take((e.request_id, e.attempt, facts_from_event(e, e.slo_class or ""))
+                  for e in events)
+
+    def status(self, now: float | None = None, tenant: str | None = None) -> list[SliStatus]:
+        """Every SLO's state; with ``tenant``, only the SLOs whose selector names that
+        tenant (an SLO over every tenant would show the others' traffic)."""
+        if self.feed is None:
+            return []
+        names = None
+        if tenant is not None:
+            names = [s.name for s in self.slos if s.selector.tenant == tenant]
+        return self.feed.evaluator.status(self.clock() if now is None else now, names)
