@@ -31,13 +31,14 @@ def _config_value(config: str | None, name: str) -> str | None:
 
 
 def data_dir(explicit: str | None = None, config: str | None = None, *,
-             need: str = "meta.db", create: bool = False) -> Path:
+             need: str = "meta.db", explicit_ok: bool = False) -> Path:
     """The data directory ``serve`` would use: ``--home``, else ``--config``'s
     ``data_dir``, else ``$TOKENPLANE_HOME``, else ``./.tokenplane``.
 
-    A command never conjures an empty one: unless ``create`` (a command that writes)
-    and the directory was named explicitly, the directory must hold ``need``; if not,
-    the error says where it looked and how to point the command at the gateway's data."""
+    A command never conjures an empty one from the default: the directory must hold
+    ``need``, unless ``explicit_ok`` (a command that writes there, or reports itself
+    what is missing) and it was named explicitly; if not, the error says where it
+    looked and how to point the command at the gateway's data."""
     looked: list[str] = []
     chosen: str | None = None
     for source, value in (("--home", explicit),
@@ -49,12 +50,12 @@ def data_dir(explicit: str | None = None, config: str | None = None, *,
     home = Path(chosen or DEFAULT_HOME)
     if chosen is None:
         looked.append(f"the default {DEFAULT_HOME} in {Path.cwd()}")
-    if (home / need).exists() or (create and chosen is not None):
+    if (home / need).exists() or (explicit_ok and chosen is not None):
         return home
     typer.echo(f"no tokenplane data at {home.resolve()} ({need} missing); looked at "
                f"{', '.join(looked)}. Point the command at the gateway's data with --home, "
                "--config or $TOKENPLANE_HOME (or run it where `tokenplane serve` runs)."
-               + ("" if create else " Nothing was created."), err=True)
+               + " Nothing was created.", err=True)
     raise typer.Exit(1)
 
 
@@ -69,10 +70,10 @@ def open_keys(home: Path, config: str | None = None) -> KeyStore:
     return open_key_store(home, meta_url(config))
 
 
-def store_home(home: str | None, config: str | None = None, create: bool = False) -> Path:
+def store_home(home: str | None, config: str | None = None, explicit_ok: bool = False) -> Path:
     """The data directory of the key and limit stores (:func:`data_dir`); not looked
     for with PostgreSQL metadata, which does not live there."""
     url = meta_url(config)
     if url is not None and url.startswith(("postgresql://", "postgres://")):
         return Path(home or DEFAULT_HOME)
-    return data_dir(home, config, create=create)
+    return data_dir(home, config, explicit_ok=explicit_ok)

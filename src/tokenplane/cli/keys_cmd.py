@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         config: ConfigOpt = None,
     ) -> None:
         """Create a key; the key itself is printed alone on the last line, once."""
-        store = open_keys(store_home(home, config, create=True), config)
+        store = open_keys(store_home(home, config, explicit_ok=True), config)
         try:
             key, rec = store.create_key(tenant, department, app_, name, admin)
         finally:

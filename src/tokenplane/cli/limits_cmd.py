@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
                               ("max_tokens_in_flight", max_tokens_in_flight))
             if v is not None
         }
-        store = open_limits(store_home(home, create=True), database_url())
+        store = open_limits(store_home(home, explicit_ok=True), database_url())
         try:
             if budget is not None:
                 changes["budget_micros"] = budget_micros(budget)
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo("nothing to set: give at least one limit (see --help)", err=True)
                 raise typer.Exit(2)
             target = _target(tenant, department, app_, key_id, user, model)
-            missing = _missing(store_home(home, create=True), target)
+            missing = _missing(store_home(home, explicit_ok=True), target)
             if missing is not None:
                 typer.echo(f"{missing.message} Create it first (tokenplane keys create, or "
                            "the admin API); no limit was set.", err=True)
