@@ -9,7 +9,7 @@ minutes, release at 0.5x; batch held to a tenth of the gate and shed after 5 s o
 waiting). Prints one JSON document: the knee, then for both runs the interactive
 SLO attainment and what batch got (completed, within its deadline, shed, waits).
 
-Usage: python bench/bench_protect.py [--slice 1800] [--loads 8:16:1] [--out FILE]
+Usage: python bench/bench_protect.py [--slice 0] [--loads 8:20:1] [--out FILE]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def log(msg: str) -> None:
 
 
 def run(load: float, slice_s: float, protect: bool) -> dict[str, Any]:
-    trace = scale_load(slice_trace(load_trace(AZURE), 0.0, slice_s), load)
+    trace = scale_load(slice_trace(load_trace(AZURE), 0.0, slice_s or None), load)
     wl = assign(trace, WorkloadRules(batch_fraction=0.5, seed=0))
     sim = ClusterSim(builtin_policies()[DEFAULT_PROFILE], get_profile(ENGINE),
                      default_slo_classes(), ClusterConfig(replicas=8),
@@ -74,8 +74,9 @@ def run(load: float, slice_s: float, protect: bool) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--slice", type=float, default=1800.0, help="trace seconds")
-    ap.add_argument("--loads", default="8:16:1", help="sweep to bracket the knee")
+    ap.add_argument("--slice", type=float, default=0.0,
+                    help="trace seconds from the start (0: the whole hour)")
+    ap.add_argument("--loads", default="8:20:1", help="sweep to bracket the knee")
     ap.add_argument("--precision", type=float, default=0.02)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()

@@ -143,8 +143,13 @@ def stream(c: openai.OpenAI, model: str, max_tokens: int = 8, **kw: Any) -> Any:
     return usages[0]
 
 
-def metric_samples(gw: GatewayThread, name: str) -> list[tuple[dict[str, str], float]]:
-    text = httpx.get(gw.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+def metric_samples(gw: GatewayThread, name: str,
+                   token: str | None = None) -> list[tuple[dict[str, str], float]]:
+    """Samples of ``name`` from the metrics listener (with the bearer ``token``)."""
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    resp = httpx.get(gw.metrics_url, headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    text = resp.text
     return [(dict(s.labels), s.value) for fam in text_string_to_metric_families(text)
             for s in fam.samples if s.name == name]
 
@@ -174,7 +179,9 @@ def api_error_code(exc: openai.APIStatusError) -> str | None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_config_check_accepts(path: Path) -> None:
-    out = cli("config", "check", str(path))
+    # observe.yaml names a metrics token variable: serve refuses to start without it,
+    # and so does config check
+    out = cli("config", "check", str(path), env={"TOKENPLANE_METRICS_TOKEN": "t"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith(")") and ": ok (" in out.stdout
 
@@ -597,6 +604,7 @@ async def _otlp(request: web.Request) -> web.StreamResponse:
 
 def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20collector-token")
+    monkeypatch.setenv("TOKENPLANE_METRICS_TOKEN", "scrape-token")
     collector = HttpStub({"/v1/traces": _otlp}).start()
     try:
         access = gateways.tmp / "access.jsonl"
@@ -609,7 +617,12 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
             stream(c, "chat")
             with pytest.raises(openai.NotFoundError):
                 chat(c, "no-such-alias")
-        requests = [s for s, _ in metric_samples(gw, "tokenplane_requests_total")
+        # the listener wants the token of observe.metrics.token_env; so does the public port
+        assert httpx.get(gw.metrics_url, timeout=10).status_code == 401
+        public = gw.base_url.removesuffix("/v1") + "/metrics"
+        assert httpx.get(public, timeout=10,
+                         headers={"authorization": "Bearer scrape-token"}).status_code == 200
+        requests = [s for s, _ in metric_samples(gw, "tokenplane_requests_total", "scrape-token")
                     if s.get("model") == "chat"]
         assert requests and all((s["tenant"], s["department"], s["app"]) ==
                                 ("acme", "research", "rag-bot") for s in requests)
@@ -648,6 +661,8 @@ def test_serves_server(tmp_path: Path) -> None:
                      "data_dir: /var/lib/tokenplane": f"data_dir: {tmp_path / 'home'}"}.items():
         assert old in text
         text = text.replace(old, new)
+    metrics_port = free_port()  # not the default 9464: tests run side by side
+    text += f"\nobserve: {{metrics: {{listen: '127.0.0.1:{metrics_port}'}}}}\n"
     cfg.write_text(text, encoding="utf-8")
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "tokenplane", "serve", "--config", str(cfg)],
@@ -674,6 +689,12 @@ def test_serves_server(tmp_path: Path) -> None:
                                "messages": [{"role": "user", "content": "x" * 1_100_000}]})
         assert big.status_code == 413
         assert httpx.get(base + "/health", timeout=10).status_code == 200
+        # /metrics: not on the public port without a credential; the metrics listener
+        # counts the requests of both workers (the 413 never reached the pipeline)
+        assert httpx.get(base + "/metrics", timeout=10).status_code == 401
+        scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
+        assert sum(s.value for fam in text_string_to_metric_families(scraped)
+                   for s in fam.samples if s.name == "tokenplane_requests_total") == 2
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:

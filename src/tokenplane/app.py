@@ -17,6 +17,13 @@ from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.metrics_routes import (
+    MetricsAccess,
+    MetricsListener,
+    MetricsRoutes,
+    MetricsView,
+    metrics_token,
+)
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
@@ -27,7 +34,7 @@ from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
-from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
+from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
@@ -38,6 +45,7 @@ from tokenplane.metering.meter import Meter
 from tokenplane.metering.price_book import price_book
 from tokenplane.observe.access_log import AccessLog
 from tokenplane.observe.metrics import GatewayMetrics
+from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
@@ -59,6 +67,12 @@ from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
+# the metrics listener (None when observe.metrics.listen is null); its port once started
+METRICS_LISTENER: web.AppKey[MetricsListener | None] = web.AppKey("metrics_listener")
+# how often a worker looks for the journals of dead siblings (a flock try per writer id)
+# and replays them into the ledger: a dead worker's acknowledged usage is in reports
+# within about this, whether or not its replacement has started yet
+ADOPT_INTERVAL_S = 1.0
 
 
 @dataclass
@@ -163,7 +177,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
             pool.endpoints.extend(_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
-                  flush_interval_s=0.25, ack=config.metering.ack)
+                  flush_interval_s=0.25, ack=config.metering.ack,
+                  adopt_interval_s=ADOPT_INTERVAL_S)
     metrics = GatewayMetrics(principal_labels=config.observe.labels)
     predictor = LengthPredictor(default=config.admission.default_output_tokens)
     limits = open_limit_store(keys, home, config.admission.limits_reload_s)
@@ -224,6 +239,30 @@ def build_slo_service(
                       restrict=restrict)
 
 
+def _metrics(app: web.Application, gw: Gateway, ids: RequestIds, worker_id: str | None,
+             workers: int) -> tuple[MetricsListener | None, MetricsPeers | None]:
+    """``/metrics`` on the public port (token or admin key), the metrics listener
+    (``observe.metrics``), and with several workers their exchange of series."""
+    cfg = gw.config.observe.metrics
+    token = metrics_token(cfg)
+    peers = None
+    if workers > 1 and worker_id is not None:
+        index = int(worker_id.removeprefix("w"))
+        view = MetricsView(gw.metrics, worker_id)
+        peers = MetricsPeers(gw.home / "run", index, workers, view.local)
+        view.peers = peers
+    else:
+        view = MetricsView(gw.metrics, worker_id or "w0")
+    routes = MetricsRoutes(view, MetricsAccess(gw.keys, token))
+    routes.install(app)
+    listener = None
+    if cfg.listen is not None:
+        host, port = listen_address(cfg.listen)
+        listener = MetricsListener(routes, host, port, reuse_port=workers > 1, new_id=ids)
+    app[METRICS_LISTENER] = listener
+    return listener, peers
+
+
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:
     """The aliases a tenant may use (None: all of them)."""
     for t in config.tenants:
@@ -254,7 +293,10 @@ def track_learning(gw: Gateway) -> None:
         lambda: [((), predictor.error(), predictor.error_samples)])
 
 
-def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Application:
+def build_app(config: GatewayConfig, worker_id: str | None = None,
+              workers: int = 1) -> web.Application:
+    """The gateway's aiohttp application; ``workers`` > 1: this is worker ``worker_id``
+    (``w<index>``) of ``serve --workers N`` (metrics are summed over the workers)."""
     gw = build_gateway(config, worker_id)
     ids = RequestIds()
     middlewares = [envelope_middleware(ids)]
@@ -278,11 +320,20 @@ def build_app(config: GatewayConfig, worker_id: str | None = None) -> web.Applic
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)
+    listener, peers = _metrics(app, gw, ids, worker_id, workers)
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()
+        if peers is not None:
+            await peers.start()
+        if listener is not None:
+            await listener.start()
 
     async def on_cleanup(_: web.Application) -> None:
+        if listener is not None:
+            await listener.close()
+        if peers is not None:
+            await peers.close()
         await gw.close()
         directory.close()
 

@@ -32,6 +32,7 @@ def write_config(home: Path, redis_url: str, admission: dict[str, Any],
             "backends": [{"id": "sim", "type": "sim", "profile": profile, "replicas": 2}],
         }],
         "tenants": [{"name": "default"}],
+        "observe": {"metrics": {"listen": None}},  # replicas side by side: no shared port
     }
     path = home / "gateway.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
+import yaml
+
 from tests.gateway.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +27,23 @@ def create_key(env: dict[str, str], tenant: str, app: str) -> str:
     return cli(env, "keys", "create", "--tenant", tenant, "--app", app).strip().splitlines()[-1]
 
 
+def _free_metrics_port(config: Path) -> Path:
+    """The config with its metrics listener on a free port (not the default 9464, which
+    gateways of tests running side by side would contend for), unless it names one."""
+    cfg = yaml.safe_load(config.read_text()) or {}
+    metrics = cfg.setdefault("observe", {}).setdefault("metrics", {})
+    if "listen" in metrics:
+        return config
+    metrics["listen"] = f"127.0.0.1:{free_port()}"
+    path = config.with_name(config.stem + ".test.yaml")
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
 class GatewayProcess:
     def __init__(self, config: Path, env: dict[str, str], log: Path, workers: int = 1) -> None:
         self.port = free_port()
+        config = _free_metrics_port(config)
         self._log: IO[bytes] = log.open("ab")
         cmd = [sys.executable, "-m", "tokenplane", "serve", "--config", str(config),
                "--port", str(self.port), "--workers", str(workers)]

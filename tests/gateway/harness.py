@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from tokenplane.api.front.server import GatewayServer
-from tokenplane.app import GATEWAY_KEY, Gateway, build_app
+from tokenplane.app import GATEWAY_KEY, METRICS_LISTENER, Gateway, build_app
 from tokenplane.compose.config_file import validate_config
+from tokenplane.config.schema import listen_address
 
 T = TypeVar("T")
 
@@ -32,6 +33,10 @@ class GatewayThread:
         config = dict(config)
         config["data_dir"] = str(home)
         self.config = validate_config(config)
+        metrics = self.config.observe.metrics
+        if metrics.listen is not None:  # a free port: tests run side by side
+            host, _ = listen_address(metrics.listen)
+            metrics.listen = f"{host}:0"
         self.home = home
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
@@ -42,6 +47,14 @@ class GatewayThread:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def metrics_url(self) -> str:
+        """``/metrics`` on the gateway's metrics listener."""
+        assert self.app is not None
+        listener = self.app[METRICS_LISTENER]
+        assert listener is not None, "observe.metrics.listen is null"
+        return f"http://{listener.host}:{listener.port}/metrics"
 
     @property
     def gateway(self) -> Gateway:

@@ -177,3 +177,13 @@ def test_unset_cached_input_price_is_the_input_price() -> None:
     ev = UsageEvent("r", 0, 0.0, model="a", input_tokens=1_000_000,
                     cached_input_tokens=500_000)
     assert price_book(cfg.models).cost(ev)[0] == 2_000_000
+
+
+def test_an_unset_metrics_token_is_refused_as_serve_refuses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TP_TEST_METRICS_TOKEN", raising=False)
+    text = _cfg(top="observe: {metrics: {token_env: TP_TEST_METRICS_TOKEN}}")
+    code, out = _check(tmp_path, text)
+    assert code == 1 and "observe.metrics.token_env: $TP_TEST_METRICS_TOKEN is not set" in out
+    monkeypatch.setenv("TP_TEST_METRICS_TOKEN", "t")
+    assert _check(tmp_path, text)[0] == 0

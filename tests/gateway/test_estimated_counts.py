@@ -64,7 +64,7 @@ def test_estimated_alias_is_flagged_and_calibrated(tmp_path: Path) -> None:
         await client.close()
 
     asyncio.run(run())
-    text = httpx.get(gw.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    text = httpx.get(gw.metrics_url, timeout=10).text
     metrics: dict[str, Any] = {
         s.name: (s.labels, s.value) for fam in text_string_to_metric_families(text)
         for s in fam.samples if s.name.startswith("tokenplane_estimator_error_ratio")}

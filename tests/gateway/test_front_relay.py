@@ -48,10 +48,11 @@ def test_models(gw: GatewayThread, key: str) -> None:
     assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_api_key"
 
 
-def test_metrics_and_health(gw: GatewayThread, key: str) -> None:
+def test_metrics_and_health(gw: GatewayThread, admin: str) -> None:
     httpx.post(gw.base_url + "/chat/completions", headers={"authorization": "Bearer nope"},
                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
-    resp = httpx.get(f"http://127.0.0.1:{gw.port}/metrics")
+    resp = httpx.get(f"http://127.0.0.1:{gw.port}/metrics",
+                     headers={"authorization": f"Bearer {admin}"})
     assert resp.status_code == 200 and relayed(resp)
     assert resp.headers["content-type"].startswith("text/plain")
     unauth = [ln for ln in resp.text.splitlines() if ln.startswith("tokenplane_unauthenticated")]

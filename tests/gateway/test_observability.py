@@ -33,7 +33,7 @@ MSGS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "audi
 
 
 def _samples(gw: GatewayThread) -> dict[str, list[tuple[dict[str, str], float]]]:
-    text = httpx.get(gw.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+    text = httpx.get(gw.metrics_url, timeout=10).text
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:

@@ -77,7 +77,7 @@ def test_a_failing_canary_is_rolled_back(tmp_path: Path) -> None:
             assert guard["evidence"]["canary"]["bad"] == failed
             assert guard["evidence"]["canary"]["burn_rate"] >= 14.4
             assert "burns its error budget" in guard["evidence"]["reason"]
-            metrics = c.get(gw.base_url.removesuffix("/v1") + "/metrics").text
+            metrics = c.get(gw.metrics_url).text
             assert ('tokenplane_canary_rolled_back{alias="chat",canary="v2",stable="v1"} 1.0'
                     in metrics)
         assert stub.wait_seen(3)  # the two burn-rate pages of the SLO, and the rollback

@@ -112,7 +112,7 @@ def test_slos_from_the_ledger_survive_a_restart(
         assert [s["name"] for s in mine["data"]] == ["acme-avail"]
         assert _slos(gw, globex, tenant="acme").status_code == 403
         # the live counters and the evaluation, on /metrics
-        text = httpx.get(gw.base_url.removesuffix("/v1") + "/metrics", timeout=10).text
+        text = httpx.get(gw.metrics_url, timeout=10).text
         samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                    for fam in text_string_to_metric_families(text) for s in fam.samples}
         assert samples[("tokenplane_slo_events_total", (

@@ -21,7 +21,7 @@ from tokenplane import __version__
 from tokenplane.api.openapi import openapi_document
 from tokenplane.errors import GatewayError, error_body
 from tokenplane.meta.keystore import KeyStore
-from tokenplane.observe.metrics import CONTENT_TYPE, GatewayMetrics
+from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.operations.registry import OperationRegistry, standard_operations
 from tokenplane.operations.validate import not_found
 from tokenplane.pipeline.context import RequestContext
@@ -147,7 +147,6 @@ class OpenAIRoutes:
         for path in self.operations.paths:
             app.router.add_post(path, self.inference)
         app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/metrics", self.prometheus)
         app.router.add_get("/health", self.health)
         app.router.add_get("/openapi.json", self.openapi)
 
@@ -202,9 +201,6 @@ class OpenAIRoutes:
         ]
         return web.Response(body=orjson.dumps({"object": "list", "data": data}),
                             content_type=JSON)
-
-    async def prometheus(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.render(), headers={"content-type": CONTENT_TYPE})
 
     async def openapi(self, request: web.Request) -> web.Response:
         """The OpenAPI 3.1 document of the routes served (``api/openapi.py``); no key."""

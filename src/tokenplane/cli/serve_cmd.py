@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import gc
 import logging
 import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.compose.preflight import preflight
-from tokenplane.config.schema import GatewayConfig
+from tokenplane.config.schema import GatewayConfig, listen_address
+from tokenplane.observe.peers import clear_last
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -88,7 +93,8 @@ messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
 """)
 
 
-def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int) -> None:
+def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int,
+                ready: Connection | None = None) -> None:
     import uvloop
 
     from tokenplane.app import build_app
@@ -100,17 +106,19 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
         signal.signal(sig, lambda *_: early.set())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     cfg = load_config(cfg_path)
-    app = build_app(cfg, worker_id=f"w{index}")
+    app = build_app(cfg, worker_id=f"w{index}", workers=workers)
     settle_heap()
+    banner = None if index else _banner(host, port, workers, cfg.observe.metrics.listen)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(app, host, port, workers,
-                          None if index else _banner(host, port, workers), early))
+        runner.run(_serve(app, host, port, workers, banner, early, ready))
 
 
 async def _serve(app: web.Application, host: str, port: int, workers: int,
-                 banner: Callable[[str], None] | None, early: threading.Event) -> None:
+                 banner: Callable[[str], None] | None, early: threading.Event,
+                 ready: Connection | None = None) -> None:
     """The HTTP/1.1 front on host:port, the aiohttp application behind it, until SIGINT
-    or SIGTERM; then a graceful stop (requests in flight get up to 30 s)."""
+    or SIGTERM; then a graceful stop (requests in flight get up to 30 s). ``ready``
+    (a worker of ``--workers N``) tells the parent once the port is served."""
     from tokenplane.api.front.server import GatewayServer
 
     stop = asyncio.Event()
@@ -122,11 +130,32 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
     server = GatewayServer(app, host, port, reuse_port=workers > 1, shutdown_timeout=30)
     await server.start()
     try:
+        if ready is not None:
+            ready.send_bytes(b"serving")
+            ready.close()
         if banner is not None and not stop.is_set():
             banner("")
         await stop.wait()
     finally:
         await server.stop()
+
+
+def _metrics_port_free(listen: str | None) -> None:
+    """A clear refusal of a metrics port in use (another gateway?) before anything
+    starts; with several workers also the only one, as they share the port
+    (``SO_REUSEPORT``) and would join another gateway's workers silently."""
+    if listen is None:
+        return
+    host, port = listen_address(listen)
+    if port == 0:
+        return
+    try:
+        socket.create_server((host, port)).close()
+    except OSError as exc:
+        typer.echo(f"observe.metrics.listen: cannot listen on {listen} ({exc.strerror}; "
+                   "another gateway?): choose another port, or null for no metrics "
+                   "listener", err=True)
+        raise typer.Exit(2) from None
 
 
 def settle_heap() -> None:
@@ -157,10 +186,13 @@ def _host_counters(cfg: GatewayConfig, workers: int) -> CounterServer | None:
     return server
 
 
-def _banner(host: str, port: int, workers: int) -> Callable[[str], None]:
+def _banner(host: str, port: int, workers: int,
+            metrics: str | None) -> Callable[[str], None]:
     def show(_: str) -> None:
         typer.echo(f"tokenplane gateway on http://{host}:{port} ({workers} worker(s)); "
                    "Ctrl-C to stop")
+        if metrics is not None:
+            typer.echo(f"Prometheus metrics on http://{metrics}/metrics")
     return show
 
 
@@ -191,30 +223,22 @@ def register(app: typer.Typer) -> None:
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers
+        _metrics_port_free(cfg.observe.metrics.listen)
         _bootstrap(cfg, h, p)
         if n == 1:
             _run_worker(config, h, p, 1, 0)
             return
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        clear_last(Path(cfg.data_dir or ".tokenplane") / "run")  # metrics count from zero
         counters = _host_counters(cfg, n)
-        ctx = multiprocessing.get_context("spawn")
-        procs = [ctx.Process(target=_run_worker, args=(config, h, p, n, i)) for i in range(n)]
-        for pr in procs:
-            pr.start()
-
-        def forward(signum: int, _frame: object) -> None:
-            for pr in procs:
-                if pr.pid is not None and pr.is_alive():
-                    os.kill(pr.pid, signum)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
+        target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
         try:
-            for pr in procs:
-                pr.join()
+            code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
         finally:
             if counters is not None:
                 counters.stop()
-        sys.exit(max((pr.exitcode or 0) for pr in procs))
+        sys.exit(code)
 
     @app.command()
     def sim(

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplane.api.metrics_routes import metrics_token
 from tokenplane.config.schema import BackendConfig, GatewayConfig
 from tokenplane.engine.profiles import get_profile
 from tokenplane.governance.analyzer import Analyzer
@@ -101,6 +102,10 @@ def preflight(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Fi
     except (ValueError, TypeError) as exc:
         out.errors.append(f"scheduling.classes: {exc}")
     out.errors += _governance_errors(config)
+    try:
+        metrics_token(config.observe.metrics)  # the token serve's /metrics will want
+    except ValueError as exc:
+        out.errors.append(str(exc))
     return out
 
 

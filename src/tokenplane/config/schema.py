@@ -185,13 +185,51 @@ class AccessLogConfig(_Strict):
         return v
 
 
+class MetricsConfig(_Strict):
+    """Where Prometheus scrapes ``GET /metrics`` (it names every tenant's traffic and
+    cost, so it is not public by default).
+
+    ``listen``: a listener of its own, ``host:port`` (default ``127.0.0.1:9464``, on
+    loopback like Envoy's admin port; ``null``: none). With ``--workers N`` every
+    worker listens there and any of them answers the whole gateway's series, summed.
+    ``token_env``: the name of an environment variable holding a bearer token; when
+    set, the listener requires it too. On the gateway's public port ``/metrics``
+    answers only that token or an admin key (401 without a valid one, 403 for a key
+    without the admin scope)."""
+
+    listen: str | None = "127.0.0.1:9464"
+    token_env: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        if v is not None:
+            listen_address(v)
+        return v
+
+    @field_validator("token_env")
+    @classmethod
+    def _env(cls, v: str | None) -> str | None:
+        return env_name(v)
+
+
+def listen_address(v: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9464`` for IPv6) as (host, port); ValueError if not."""
+    host, sep, port = v.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be host:port, e.g. 127.0.0.1:9464")
+    return host, int(port)
+
+
 class ObserveConfig(_Strict):
     """Observability: which principal levels become Prometheus labels (never keys or end
-    users: unbounded), where OpenTelemetry spans go (OTLP over HTTP; none if unset), and
-    the access log."""
+    users: unbounded), where ``/metrics`` is served, where OpenTelemetry spans go (OTLP
+    over HTTP; none if unset), and the access log."""
 
     access_log: AccessLogConfig = Field(default_factory=lambda: AccessLogConfig())  # type: ignore[call-arg]
     labels: list[PrincipalLabel] = Field(default_factory=_default_labels)
+    metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
     otlp_endpoint: str | None = None
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     service_name: str = Field("tokenplane", min_length=1)

@@ -223,6 +223,9 @@ class Meter:
                 total += read
             finally:
                 lock.release()
+            if read:
+                log.info("replayed %d usage events from the journal of %s (no live owner)",
+                         read, entry.name)
         self.recovered += total
         return total
 
