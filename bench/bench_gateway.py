@@ -14,6 +14,11 @@ medians over rounds. Prints JSON; ``--out FILE`` also writes it.
 ``git worktree`` of the commit before a change) in the same rounds, and reports each
 gateway's figures over its baseline's (``before_after``): a change measured against
 what it changed, on the same machine at the same time.
+
+``--access-log`` also runs the governance-off gateway with its access log to a file
+and with it off (``gateway-lean-log`` / ``gateway-lean-nolog``), and reports on over
+off (``access_log``). The other gateways keep the default (on, to stderr, which this
+script discards).
 """
 
 from __future__ import annotations
@@ -119,7 +124,7 @@ class Target:
 
 
 def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
-                  ack: str | None = None) -> list[Target]:
+                  ack: str | None = None, access_log: bool = False) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -163,6 +168,10 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
     if baseline is not None:
         gateway("gateway-base", "", 1, baseline / "src")
         gateway("gateway-lean-base", lean_cfg, 1, baseline / "src")
+    if access_log:
+        gateway("gateway-lean-log", lean_cfg + "observe: {access_log: {path: "
+                f"'{tmp / 'access.jsonl'}'}}}}\n", 1)
+        gateway("gateway-lean-nolog", lean_cfg + "observe: {access_log: {enabled: false}}\n", 1)
     if workers > 1:
         passthrough(f"passthrough-x{workers}", "aiohttp", workers)
         gateway(f"gateway-x{workers}", "", workers)
@@ -225,7 +234,8 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack)
+        targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack,
+                                args.access_log)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
@@ -269,6 +279,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         "throughput_over_passthrough_x": round(g["rps"] / px["rps"], 3),
                         "added_p50_ms_over_passthrough_x": round(g["p50_ms"] - px["p50_ms"], 3),
                     }
+    if args.access_log:
+        alog: dict[str, Any] = {}
+        for mode in ("nonstream", "stream"):
+            for conc in (1, 32):
+                on = results[f"{mode}/c{conc}/gateway-lean-log"]
+                off = results[f"{mode}/c{conc}/gateway-lean-nolog"]
+                alog[f"{mode}/c{conc}"] = {
+                    "throughput_on_over_off": round(on["rps"] / off["rps"], 3),
+                    "p50_ms_on_minus_off": round(on["p50_ms"] - off["p50_ms"], 3),
+                    "cpu_ms_per_request_on_minus_off": round(
+                        on["server_cpu_ms_per_request"] - off["server_cpu_ms_per_request"], 4),
+                }
+        ratios["access_log"] = alog
     if args.baseline is not None:
         before_after: dict[str, Any] = {}
         for mode in ("nonstream", "stream"):
@@ -314,6 +337,8 @@ def main() -> None:
                     help="metering.ack of the gateways (default: the config's default)")
     ap.add_argument("--baseline", type=Path,
                     help="a checkout whose src/ also serves both gateways, for before/after")
+    ap.add_argument("--access-log", action="store_true",
+                    help="also measure the access log on (to a file) against off")
     run_and_print(main_async, ap.parse_args())
 
 

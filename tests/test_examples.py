@@ -54,11 +54,7 @@ LLAMA = "meta-llama/Meta-Llama-3-8B-Instruct"  # the served model name in backen
 MSGS: list[Any] = [{"role": "user", "content": "Tell me about token budgets."}]
 
 # Schema fields no example sets, with the reason (the coverage test keeps this honest).
-NOT_COVERED = {
-    # accepted by the schema but read by nothing on the request path (routing weighs
-    # replicas with its profile), so an example setting it would mislead
-    "models.backends.weight": "no effect",
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 # --- loading and serving -------------------------------------------------------------
@@ -183,7 +179,9 @@ def api_error_code(exc: openai.APIStatusError) -> str | None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_config_check_accepts(path: Path) -> None:
-    out = cli("config", "check", str(path))
+    # observe.yaml names a metrics token variable: serve refuses to start without it,
+    # and so does config check
+    out = cli("config", "check", str(path), env={"TOKENPLANE_METRICS_TOKEN": "t"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith(")") and ": ok (" in out.stdout
 
@@ -427,8 +425,7 @@ def test_serves_tenants(gateways: Gateways) -> None:
         chat(c, "chat-small")
         with pytest.raises(openai.APIStatusError) as err:
             chat(c, "chat-large")
-        # 400 today where the app-level list (governance overrides) says 404
-        assert err.value.status_code in (400, 404)
+        assert err.value.status_code == 404  # as OpenAI (and the app-level list) answer
         assert api_error_code(err.value) == "model_not_found"
     with client(gw, default) as c:
         assert {m.id for m in c.models.list()} == {"chat-small", "chat-large", "embed"}
@@ -610,11 +607,16 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("TOKENPLANE_METRICS_TOKEN", "scrape-token")
     collector = HttpStub({"/v1/traces": _otlp}).start()
     try:
-        gw = gateways.start(example("observe.yaml", {"http://127.0.0.1:4318": collector.url}))
+        access = gateways.tmp / "access.jsonl"
+        gw = gateways.start(example("observe.yaml", {
+            "http://127.0.0.1:4318": collector.url,
+            "/var/log/tokenplane/access.jsonl": str(access)}))
         key = gw.create_key("acme", department="research", app="rag-bot")
         with client(gw, key) as c:
             chat(c, "chat")
             stream(c, "chat")
+            with pytest.raises(openai.NotFoundError):
+                chat(c, "no-such-alias")
         # the listener wants the token of observe.metrics.token_env; so does the public port
         assert httpx.get(gw.metrics_url, timeout=10).status_code == 401
         public = gw.base_url.removesuffix("/v1") + "/metrics"
@@ -627,6 +629,11 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
         gateways.stop(gw)  # flushes the span batch
     finally:
         collector.stop()
+    logged = [json.loads(line) for line in access.read_text().splitlines()]
+    # sampled at 0.5: the error is always there, each success with probability 0.5
+    assert [r["status"] for r in logged if r["status"] >= 400] == [404]
+    assert all(r["app"] == "rag-bot" for r in logged if r["path"].startswith("/v1/chat"))
+    assert key not in access.read_text()
     assert collector.seen, "no spans were exported"
     spans, services = [], set()
     for seen in collector.seen:
@@ -636,8 +643,8 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
             services |= {a.value.string_value for a in rs.resource.attributes
                          if a.key == "service.name"}
             spans += [sp for ss in rs.scope_spans for sp in ss.spans]
-    assert services == {"tokenplane-gateway"} and len(spans) == 2
-    for sp in spans:
+    assert services == {"tokenplane-gateway"} and len(spans) == 3  # the 404 has one too
+    for sp in [sp for sp in spans if sp.status.code != 2]:  # 2: STATUS_CODE_ERROR
         attrs = {a.key: a.value for a in sp.attributes}
         assert attrs["gen_ai.request.model"].string_value == "chat"
         assert attrs["gen_ai.usage.output_tokens"].int_value == 8

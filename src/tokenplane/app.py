@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
+from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
@@ -32,6 +33,7 @@ from tokenplane.api.openai_routes import (
 )
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
+from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
 from tokenplane.engine.profiles import get_profile
@@ -42,9 +44,11 @@ from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.metering.meter import Meter
 from tokenplane.metering.price_book import price_book
+from tokenplane.observe.access_log import AccessLog
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
+from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.slo.canary import guard_spec
@@ -93,6 +97,7 @@ class Gateway:
     governance: Governance | None = None  # guards and audit (config.governance)
     routing: Routing | None = None  # live replica view, router, scheduler queues
     slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
+    access_log: AccessLog | None = None  # observe.access_log (on by default)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -113,6 +118,8 @@ class Gateway:
             await self.routing.start()
         if self.slo is not None:
             self.slo.start()
+        if self.access_log is not None:
+            self.access_log.start()
 
     async def close(self) -> None:
         if self.slo is not None:
@@ -131,6 +138,8 @@ class Gateway:
             await self.admission.close()
         if self.tracing is not None:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
+        if self.access_log is not None:
+            await self.access_log.close()  # after the requests in flight have finished
         self.keys.close()
 
 
@@ -160,7 +169,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     home = Path(config.data_dir or ".tokenplane")
     home.mkdir(parents=True, exist_ok=True)
     keys = open_key_store(home, config.database_url)
-    counters = ModelCounters(config.models)
+    counters = build_counters(config)  # BuildError: `serve` and `config check` ran preflight
     services: list[EngineService] = []
     pools: dict[str, Pool] = {}
     for m in config.models:
@@ -183,15 +192,19 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     tracing = otlp_provider(config.observe)
     slos = [slo_from_config(s) for s in config.slos]
     slo_counters = SloCounters(slos) if slos else None
+    alc = config.observe.access_log
+    access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters)
+        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
+        access_log)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
-                 tracing=tracing, governance=governance, routing=routing, slo=slo)
+                 tracing=tracing, governance=governance, routing=routing, slo=slo,
+                 access_log=access_log)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -287,8 +300,12 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     (``w<index>``) of ``serve --workers N`` (metrics are summed over the workers)."""
     gw = build_gateway(config, worker_id)
     ids = RequestIds()
+    middlewares = [envelope_middleware(ids)]
+    if gw.access_log is not None:  # outermost: it sees the enveloped answer
+        paths = set(standard_operations().paths)  # logged by the pipeline's finisher
+        middlewares.insert(0, access_log_middleware(gw.access_log, paths))
     app = web.Application(
-        middlewares=[envelope_middleware(ids)],
+        middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,
     )
     app[GATEWAY_KEY] = gw

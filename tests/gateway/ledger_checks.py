@@ -33,11 +33,18 @@ def expected_rollups(events: list[dict[str, Any]]) -> dict[tuple[Any, ...], list
             bucket = int(ev["ts"]) // width * width
             key = (grain, bucket, *(ev[d] for d in DIMENSIONS))
             acc = out[key]
+            ran = ev["upstream_start_ts"] is not None  # refused requests are counted apart
             for i, m in enumerate(MEASURES):
                 if m == "requests":
                     acc[i] += 1
                 elif m == "errors":
                     acc[i] += 0 if ev["status"] == "ok" else 1
+                elif m == "refused":
+                    acc[i] += 0 if ran else 1
+                elif m == "refused_input_tokens":
+                    acc[i] += 0 if ran else int(ev["estimated_input_tokens"])
+                elif m == "estimated_input_tokens":
+                    acc[i] += int(ev[m]) if ran else 0
                 else:
                     acc[i] += int(ev[m])
     return dict(out)

@@ -41,7 +41,7 @@ CASES: list[tuple[str, Any, int, tuple[str, ...], str | None]] = [
     ("empty body", b"", 400, ("empty",), None),
     ("missing model", {"messages": OK_MSG}, 400, ("model",), "model"),
     ("model not a string", {"model": 5, "messages": OK_MSG}, 400, ("must be a string",), "model"),
-    ("unknown alias", {"model": "gpt-17", "messages": OK_MSG}, 400, ("gpt-17",), "model"),
+    ("unknown alias", {"model": "gpt-17", "messages": OK_MSG}, 404, ("gpt-17",), "model"),
     ("missing messages", {"model": MODEL}, 400, ("messages",), "messages"),
     ("messages not a list", {"model": MODEL, "messages": "hi"}, 400, ("array",), "messages"),
     ("message not an object", {"model": MODEL, "messages": ["hi"]}, 400, ("object",),

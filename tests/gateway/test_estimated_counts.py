@@ -17,6 +17,7 @@ from tests.gateway.harness import GatewayThread, sim_config
 from tokenplane.compose.config_file import validate_config
 from tokenplane.operations.chat import CHAT
 from tokenplane.tokens.model_counters import ModelCounters
+from tokenplane.tokens.registry import UnknownTokenizerError
 
 MODEL = "sim-llama3-8b"
 WORDS = ["the", "invoice", "ledger", "records", "every", "token", "that", "a", "tenant",
@@ -26,7 +27,7 @@ WORDS = ["the", "invoice", "ledger", "records", "every", "token", "that", "a", "
 
 @pytest.mark.parametrize(("spec", "estimated"), [
     ("estimate", True), ("my-private-model-7b", True), ("mistral-large-2411", True),
-    ("hf:/nonexistent/tokenizer.json", True), ("gpt-4o", False), ("cl100k_base", False),
+    ("gpt-4o", False), ("cl100k_base", False),
 ])
 def test_unknown_tokenizers_fall_back_to_the_estimator(spec: str, estimated: bool) -> None:
     cfg = validate_config(sim_config(tokenizer=spec))
@@ -36,6 +37,14 @@ def test_unknown_tokenizers_fall_back_to_the_estimator(spec: str, estimated: boo
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]})
     assert result.counts.prompt > 0 and result.counts.system > 0
     assert ("input_estimated" in result.flags) is estimated
+
+
+def test_a_spec_that_cannot_be_loaded_is_refused() -> None:
+    """A spec (kind:arg) is not a model name: one that cannot be loaded is a mistake in
+    the config (`config check` and `serve` name it), not a reason to estimate."""
+    cfg = validate_config(sim_config(tokenizer="hf:/nonexistent/tokenizer.json"))
+    with pytest.raises(UnknownTokenizerError):
+        ModelCounters(cfg.models)
 
 
 def test_estimated_alias_is_flagged_and_calibrated(tmp_path: Path) -> None:

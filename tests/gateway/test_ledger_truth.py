@@ -106,7 +106,9 @@ def test_reported_zero_kept_and_missing_usage_estimated(tmp_path: Path, stream: 
 
 def test_rollups_equal_raw_sums_after_randomized_traffic(tmp_path: Path) -> None:
     second = dict(sim_config()["models"][0], alias="sim-small", context_window=2048,
-                  prices={"input": "0.30", "output": "1.20", "per_request": "0.0001"})
+                  prices={"input": "0.30", "output": "1.20", "per_request": "0.0001"},
+                  backends=[{"id": "sim-small", "type": "sim", "profile": "instant",
+                             "replicas": 2}])  # endpoint ids are unique across aliases
     cfg = sim_config()
     cfg["models"].append(second)
     gw = GatewayThread(cfg, tmp_path).start()

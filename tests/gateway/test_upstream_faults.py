@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 from aiohttp import web
 
@@ -45,6 +46,18 @@ class FaultyUpstream:
                 "message": "temperature out of range; internal host gpu-7.corp:9000",
                 "type": "invalid_request_error", "param": "temperature",
                 "code": "bad_temperature"}})
+        if self.mode == "400-vllm":  # vLLM / SGLang: the error object at the top level
+            return web.json_response(status=400, data={
+                "object": "error", "message": "max_tokens too large on gpu-7.corp",
+                "type": "BadRequestError", "param": "max_tokens", "code": 400})
+        if self.mode == "422-fastapi":  # a FastAPI server's validation error
+            return web.json_response(status=422, data={"detail": [{
+                "loc": ["body", "messages", 0, "content"], "msg": "bad content at gpu-7.corp",
+                "type": "value_error"}]})
+        if self.mode == "400-internal-param":  # a param naming nothing the client sent
+            return web.json_response(status=400, data={"error": {
+                "message": "bad engine arg", "type": "invalid_request_error",
+                "param": "engine_args.kv_cache_dtype", "code": None}})
         if self.mode == "garbage-stream":
             resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
             await resp.prepare(request)
@@ -86,7 +99,7 @@ def _config(backends: list[dict[str, Any]]) -> dict[str, Any]:
 def _chat(gw: GatewayThread, key: str, stream: bool = False) -> httpx.Response:
     return httpx.post(gw.base_url + "/chat/completions", timeout=30,
                       headers={"authorization": f"Bearer {key}"},
-                      json={"model": "m", "stream": stream,
+                      json={"model": "m", "stream": stream, "temperature": 0.5,
                             "messages": [{"role": "user", "content": "hi"}]})
 
 
@@ -198,6 +211,40 @@ def test_an_upstream_400_keeps_its_status_and_param_not_its_text(
         err = resp.json()["error"]
         assert (err["param"], err["code"]) == ("temperature", "upstream_invalid_request")
         assert "gpu-7.corp" not in resp.text and "x-request-id" in resp.headers
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize(("upstream", "status", "param"), [
+    ("400-vllm", 400, "max_tokens"),
+    ("422-fastapi", 422, "messages[0].content"),
+    ("400-internal-param", 400, None),
+], indirect=["upstream"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_upstreams_param_reaches_the_client_when_it_names_a_request_field(
+        upstream: FaultyUpstream, tmp_path: Path, status: int, param: str | None,
+        stream: bool) -> None:
+    """vLLM and SGLang put the error object at the top level and FastAPI reports a
+    location: the param is kept when it names a field the client sent, and dropped when
+    it names anything else; the upstream's text never reaches the client."""
+    gw = GatewayThread(_config([{"type": "vllm", "base_url": f"http://127.0.0.1:{upstream.port}"}]),
+                       tmp_path).start()
+    try:
+        client = openai.OpenAI(base_url=gw.base_url, api_key=gw.create_key(app="f"),
+                               max_retries=0)
+        with pytest.raises(openai.APIStatusError) as info:
+            kw: dict[str, Any] = {"model": "m", "max_tokens": 5,
+                                  "messages": [{"role": "user", "content": "hi"}]}
+            if stream:
+                for _ in client.chat.completions.create(stream=True, **kw):
+                    pass
+            else:
+                client.chat.completions.create(**kw)
+        exc = info.value
+        assert exc.status_code == status
+        body = exc.body if isinstance(exc.body, dict) else {}
+        assert body.get("param") == param and body.get("code") == "upstream_invalid_request"
+        assert "gpu-7.corp" not in str(exc.body) and exc.response.headers.get("x-request-id")
     finally:
         gw.stop()
 

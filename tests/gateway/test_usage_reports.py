@@ -163,3 +163,32 @@ def test_usage_cli_matches_the_api(ledgered: Ledgered, monkeypatch: pytest.Monke
     assert bad.exit_code == 2
     missing = CliRunner().invoke(build_cli(), ["usage", "--home", str(home / "nowhere")])
     assert missing.exit_code == 1 and not (home / "nowhere" / "ledger.db").exists()
+
+
+def test_cli_finds_the_data_serve_uses_or_says_where_it_looked(
+        ledgered: Ledgered, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from another directory, the CLI does not create an empty ./.tokenplane: it
+    reads the data --config names (as serve does) or refuses, naming where it looked."""
+    monkeypatch.delenv("TOKENPLANE_DATABASE_URL", raising=False)
+    monkeypatch.delenv("TOKENPLANE_HOME", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for args in (["keys", "list"], ["usage", "sources"], ["limits", "show"],
+                 ["keys", "create", "--tenant", "acme"]):
+        r = CliRunner().invoke(build_cli(), args)
+        assert r.exit_code == 1, (args, r.output)
+        assert "no tokenplane data at" in r.output and str(elsewhere) in r.output, r.output
+        assert "--config" in r.output
+    assert list(elsewhere.iterdir()) == []  # nothing conjured
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text(f"data_dir: {ledgered.gw.home}\nmodels: [{{alias: a, backends: "
+                   "[{type: sim}]}]\n")
+    r = CliRunner().invoke(build_cli(), ["keys", "list", "--config", str(cfg)])
+    assert r.exit_code == 0 and "acme" in r.output, r.output
+    r = CliRunner().invoke(build_cli(), ["usage", "sources", "--config", str(cfg),
+                                         "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert {row["tenant"] for row in json.loads(r.output)} == {"acme", "globex"}
+    monkeypatch.setenv("TOKENPLANE_HOME", str(ledgered.gw.home))
+    assert CliRunner().invoke(build_cli(), ["keys", "list"]).exit_code == 0

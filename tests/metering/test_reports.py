@@ -4,6 +4,7 @@ import csv
 import io
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import orjson
 import pytest
@@ -76,12 +77,16 @@ def test_grain_follows_bound_alignment() -> None:
 
 
 async def test_token_sources_fingerprints_and_top_consumers(ledger: LedgerSink) -> None:
-    sources = {r["app"]: r for r in await token_source_report(ledger)}
-    assert sources["rag"]["context_tokens"] == 30 * 50
-    assert sources["chat"]["context_tokens"] == 0
-    assert sum(v for k, v in sources["rag"].items() if k.endswith("_share")) == pytest.approx(
-        1.0, abs=1e-3
-    )
+    rows = await token_source_report(ledger)
+    # per (tenant, app): the two tenants' apps of the same name are not merged
+    assert [(r["tenant"], r["app"]) for r in rows] == [
+        ("acme", "chat"), ("acme", "rag"), ("globex", "chat"), ("globex", "rag")]
+    sources = {(r["tenant"], r["app"]): r for r in rows}
+    assert sources["acme", "rag"]["context_tokens"] == 20 * 50
+    assert sources["globex", "rag"]["context_tokens"] == 10 * 50
+    assert sources["globex", "chat"]["context_tokens"] == 0
+    assert sum(v for k, v in sources["acme", "rag"].items() if k.endswith("_share")) == \
+        pytest.approx(1.0, abs=1e-3)
     fps = await fingerprint_report(ledger)
     # per (tenant, app); prompts seen once are left out
     assert sorted((f["tenant"], f["app"], f["fingerprint"], f["requests"]) for f in fps) == [
@@ -132,3 +137,47 @@ def test_parse_time_bound() -> None:
     assert parse_time_bound(str(DAY0), now) == DAY0
     with pytest.raises(ValueError, match="bad time"):
         parse_time_bound("yesterday", now)
+
+
+async def test_refused_requests_are_reported_apart(sink_target: str) -> None:
+    """A request refused before it ran (no upstream start) carries the gateway's prompt
+    estimate; reports count it in refused / refused_input_tokens, not in
+    estimated_input_tokens, which stays comparable to input_tokens."""
+    sink = await open_sink(sink_target)
+    try:
+        ran = make_event(1, tenant="acme", app="a", input_system=0, input_user=100,
+                         input_tokens=100, estimated_input_tokens=100,
+                         upstream_start_ts=1_700_000_000.5)
+        refused = make_event(2, tenant="acme", app="a", input_system=0, input_user=0,
+                             input_tokens=0, output_tokens=0, estimated_input_tokens=5000,
+                             status="error", http_status=429, error_code="rate_limit_exceeded")
+        await sink.write([ran, refused])
+        [row] = await usage_report(sink, ["tenant"])
+        assert (row["requests"], row["errors"], row["refused"]) == (2, 1, 1)
+        assert row["input_tokens"] == row["estimated_input_tokens"] == 100
+        assert row["refused_input_tokens"] == 5000
+    finally:
+        await sink.close()
+
+
+async def test_a_v1_ledger_is_upgraded(tmp_path: Path) -> None:
+    """A ledger created before the refused columns gets them when a sink opens it."""
+    import sqlite3
+
+    from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
+
+    path = tmp_path / "ledger.db"
+    con = sqlite3.connect(path)
+    con.execute(SCHEMA_MIGRATIONS_DDL)
+    for stmt in SQLITE_MIGRATIONS[0][1]:
+        con.execute(stmt)
+    con.execute("INSERT INTO schema_migrations VALUES (1, 0)")
+    con.commit()
+    con.close()
+    sink = await open_sink(str(path))
+    try:
+        await sink.write([make_event(3, estimated_input_tokens=40)])  # never ran
+        [row] = await usage_report(sink, [])
+        assert (row["refused"], row["refused_input_tokens"]) == (1, 40)
+    finally:
+        await sink.close()

@@ -34,6 +34,8 @@ events_st = st.builds(
     output_tokens=st.integers(0, 4000),
     reasoning_tokens=st.integers(0, 100),
     cost_micros=st.integers(0, 10**9),
+    estimated_input_tokens=st.integers(0, 20000),
+    upstream_start_ts=st.sampled_from([None, 1_700_000_000.0]),
     currency=st.sampled_from(["USD", "EUR"]),
     system_fingerprint=st.sampled_from([None, "fp1", "fp2"]),
 )
@@ -45,7 +47,12 @@ def expected_rollups(events: list[UsageEvent]) -> dict[tuple[Any, ...], list[int
     for ev in events:
         for grain, width in WIDTHS.items():
             key = (grain, int(ev.ts) // width * width, *(getattr(ev, d) for d in DIMENSIONS))
-            values = [1, int(ev.status != "ok")] + [getattr(ev, m) for m in MEASURES[2:]]
+            ran = ev.upstream_start_ts is not None  # refused requests are counted apart
+            derived = {"estimated_input_tokens": ev.estimated_input_tokens if ran else 0,
+                       "refused": int(not ran),
+                       "refused_input_tokens": 0 if ran else ev.estimated_input_tokens}
+            values = [1, int(ev.status != "ok")] + [
+                derived[m] if m in derived else getattr(ev, m) for m in MEASURES[2:]]
             acc = out.setdefault(key, [0] * len(MEASURES))
             for i, v in enumerate(values):
                 acc[i] += v

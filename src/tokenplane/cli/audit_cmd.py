@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
         """Check hash chains, checkpoints and signed heads. Exit 0 when intact, 1 naming
         the first bad record, 2 when a log (or its key) cannot be used, 3 when the log
         is consistent but its key is in the data directory (integrity only)."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "", explicit_ok=True)
         verifier, weak = _verifier(root, key_env, key_file, public_key)
         shipped = read_anchors(Path(anchors).read_text()) if anchors else []
         worst = 0
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         home: HomeOpt = None, dir_: DirOpt = None,
     ) -> None:
         """Write records (with their hashes) to one JSONL file for compliance."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "", explicit_ok=True)
         now = time.time()
         dirs = _dirs(root, dir_)
         source = dirs[0] if dir_ else root / "audit"
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
         """Remove records older than ``days``, up to a signed checkpoint, keeping the
         chain verifiable. Run it with the gateway stopped (a running gateway prunes
         its own log daily per ``governance.audit.retention_days``)."""
-        root = data_dir(home)
+        root = data_dir(home, need="audit" if dir_ is None else "", explicit_ok=True)
         key, _ = _secret(root, key_env, key_file)
         signer = Signer(key)
         verifier = signer.verifier(key)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tokenplane.cli.common import data_dir, open_keys
+from tokenplane.cli.common import ConfigOpt, open_keys, store_home
 
 
 def register(app: typer.Typer) -> None:
@@ -24,9 +24,10 @@ def register(app: typer.Typer) -> None:
         name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
         admin: Annotated[bool, typer.Option(help="Grant the admin scope.")] = False,
         home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
+        config: ConfigOpt = None,
     ) -> None:
         """Create a key; the key itself is printed alone on the last line, once."""
-        store = open_keys(data_dir(home))
+        store = open_keys(store_home(home, config, explicit_ok=True), config)
         try:
             key, rec = store.create_key(tenant, department, app_, name, admin)
         finally:
@@ -39,9 +40,10 @@ def register(app: typer.Typer) -> None:
     def list_(
         tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
         home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
+        config: ConfigOpt = None,
     ) -> None:
         """List keys (ids and prefixes only; keys are stored hashed)."""
-        store = open_keys(data_dir(home))
+        store = open_keys(store_home(home, config), config)
         try:
             recs = store.list_keys(tenant)
         finally:
@@ -58,9 +60,10 @@ def register(app: typer.Typer) -> None:
     def revoke(
         key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")],
         home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
+        config: ConfigOpt = None,
     ) -> None:
         """Revoke a key; a running gateway refuses it from its next request."""
-        store = open_keys(data_dir(home))
+        store = open_keys(store_home(home, config), config)
         try:
             ok = store.revoke(key_id)
         finally:

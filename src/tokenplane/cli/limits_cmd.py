@@ -19,7 +19,7 @@ from rich.table import Table
 
 from tokenplane.admission.limits import LimitError
 from tokenplane.admission.money import money
-from tokenplane.cli.common import data_dir, open_keys
+from tokenplane.cli.common import open_keys, store_home
 from tokenplane.meta.limit_store import (
     LimitTarget,
     budget_micros,
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
                               ("max_tokens_in_flight", max_tokens_in_flight))
             if v is not None
         }
-        store = open_limits(data_dir(home), database_url())
+        store = open_limits(store_home(home, explicit_ok=True), database_url())
         try:
             if budget is not None:
                 changes["budget_micros"] = budget_micros(budget)
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo("nothing to set: give at least one limit (see --help)", err=True)
                 raise typer.Exit(2)
             target = _target(tenant, department, app_, key_id, user, model)
-            missing = _missing(data_dir(home), target)
+            missing = _missing(store_home(home, explicit_ok=True), target)
             if missing is not None:
                 typer.echo(f"{missing.message} Create it first (tokenplane keys create, or "
                            "the admin API); no limit was set.", err=True)
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
     def show(tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
              home: Home = None) -> None:
         """List every scope's limits."""
-        store = open_limits(data_dir(home), database_url())
+        store = open_limits(store_home(home), database_url())
         try:
             entries = store.entries(tenant)
         finally:
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
                key_id: KeyId = None, user: User = None, model: Model = None,
                home: Home = None) -> None:
         """Remove every limit of one scope."""
-        store = open_limits(data_dir(home), database_url())
+        store = open_limits(store_home(home), database_url())
         target = _target(tenant, department, app_, key_id, user, model)
         try:
             ok = store.delete(target)

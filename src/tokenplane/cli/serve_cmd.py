@@ -24,6 +24,7 @@ import typer
 
 from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
+from tokenplane.compose.preflight import preflight
 from tokenplane.config.schema import GatewayConfig, listen_address
 from tokenplane.observe.peers import clear_last
 
@@ -33,8 +34,31 @@ if TYPE_CHECKING:
     from tokenplane.admission.stores.local_server import CounterServer
 
 
+OPERATOR_TENANT = "_operator"  # the bootstrap admin key's own tenant, never a customer's
+
+
+def _where_stored(cfg: GatewayConfig, home: Path) -> str:
+    """Where the key hashes live: the PostgreSQL database (without its password) or the
+    SQLite file under the data directory."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from tokenplane.meta.pg_meta import is_postgres_url
+
+    if cfg.database_url is not None and is_postgres_url(cfg.database_url):
+        u = urlsplit(cfg.database_url)
+        host = u.hostname or "localhost"
+        port = f":{u.port}" if u.port else ""
+        db = u.path.lstrip("/") or "(default database)"
+        schema = parse_qs(u.query).get("schema")
+        where = f" (schema {schema[0]})" if schema else ""
+        return f"in the PostgreSQL metadata database {db}{where} on {host}{port}"
+    return f"in {home / 'meta.db'}"
+
+
 def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
-    """On first start: a default tenant and an admin key, printed once."""
+    """On first start: the operator's own tenant and an admin key, printed once. The
+    key belongs to ``_operator``, not to a configured tenant, so what the operator
+    runs with it is never billed to a customer."""
     from tokenplane.meta.open_stores import open_key_store
 
     home = Path(cfg.data_dir or ".tokenplane")
@@ -42,7 +66,7 @@ def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
     try:
         if store.count_keys():
             return
-        tenant = cfg.tenants[0].name if cfg.tenants else "default"
+        tenant = OPERATOR_TENANT
         key, rec = store.create_key(tenant, name="bootstrap", admin=True)
     finally:
         store.close()
@@ -50,8 +74,10 @@ def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
     base = f"http://{host}:{port}/v1"
     model = cfg.models[0].alias
     typer.echo(f"""
-First start: created tenant '{tenant}' and API key {rec.id} (admin). Only its hash is
-stored under {home}; copy it now, it is not shown again:
+First start: created the operator's tenant '{tenant}' and admin API key {rec.id} (its
+usage is billed to '{tenant}', not to a customer; give tenants keys of their own with
+`tokenplane keys create --tenant NAME`). Only the key's hash is stored,
+{_where_stored(cfg, home)}; copy it now, it is not shown again:
 
     {key}
 
@@ -190,13 +216,13 @@ def register(app: typer.Typer) -> None:
             for line in exc.errors:
                 typer.echo(line, err=True)
             raise typer.Exit(2) from None
-        from tokenplane.api.metrics_routes import metrics_token
-
-        try:
-            metrics_token(cfg.observe.metrics)
-        except ValueError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from None
+        found = preflight(cfg)  # what `config check` builds: refused here the same way
+        for line in found.warnings:
+            typer.echo(f"warning: {line}", err=True)
+        for line in found.errors:
+            typer.echo(line, err=True)
+        if found.errors:
+            raise typer.Exit(2)
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers

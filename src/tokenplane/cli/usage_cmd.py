@@ -1,7 +1,7 @@
 """``tokenplane usage``: reports from the ledger's rollups.
 
     tokenplane usage --by tenant --by app --since 7d [--until ...] [--format table|csv|json]
-    tokenplane usage sources   # per app: tokens and shares by source
+    tokenplane usage sources   # per tenant and app: tokens and shares by source
     tokenplane usage prompts   # repeated system prompts (fingerprints) and cacheable tokens
     tokenplane usage top --by app --order cost
 
@@ -12,14 +12,13 @@ The ledger is ``$TOKENPLANE_DATABASE_URL`` (PostgreSQL) if set, else
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import typer
 
-from tokenplane.cli.common import data_dir
+from tokenplane.cli.common import ConfigOpt, data_dir, meta_url
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -44,21 +43,18 @@ Fmt = Annotated[str, typer.Option("--format", help="table, csv or json.")]
 Tenant = Annotated[str | None, typer.Option(help="Only this tenant.")]
 
 
-def ledger_target(home: str | None, database_url: str | None) -> str:
-    """The ledger to read: an explicit URL, $TOKENPLANE_DATABASE_URL, else the SQLite file
-    in the data directory (which must exist: a report never creates a ledger)."""
-    url = database_url or os.environ.get("TOKENPLANE_DATABASE_URL")
+def ledger_target(home: str | None, database_url: str | None,
+                  config: str | None = None) -> str:
+    """The ledger to read: an explicit URL, $TOKENPLANE_DATABASE_URL, ``--config``'s
+    ``database_url``, else the SQLite file in the data directory, found as ``serve``
+    finds it (which must exist: a report never creates a ledger)."""
+    url = database_url or meta_url(config)
     if url:
         if not is_postgres_url(url):
             raise typer.BadParameter("only postgresql:// URLs are supported",
                                      param_hint="--database-url")
         return url
-    path = data_dir(home) / "ledger.db"
-    if not path.is_file():
-        typer.echo(f"no ledger at {path} (set --home, $TOKENPLANE_HOME or "
-                   "$TOKENPLANE_DATABASE_URL)", err=True)
-        raise typer.Exit(1)
-    return str(path)
+    return str(data_dir(home, config, need="ledger.db") / "ledger.db")
 
 
 def _bound(text: str | None, name: str, now: float) -> float | None:
@@ -108,7 +104,7 @@ def register(app: typer.Typer) -> None:
             help="Group by tenant, department, app, model, key, day (repeat or comma-"
                  "separate; default tenant).")] = None,
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None,
+        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
         """Requests, tokens (by kind and source) and cost, grouped as asked."""
         if ctx.invoked_subcommand is not None:
@@ -117,20 +113,20 @@ def register(app: typer.Typer) -> None:
         dims = _dims(by, "tenant")
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
-        _run(ledger_target(home, database_url), fmt,
+        _run(ledger_target(home, database_url, config), fmt,
              lambda sink: usage_report(sink, dims, lo, hi, tenant))
 
     @usage.command("sources")
     def sources(
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None,
+        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
-        """Per app: how many tokens are system prompt, history, RAG context, tools, user
-        input and output, with shares."""
+        """Per tenant and app: how many tokens are system prompt, history, RAG context,
+        tools, user input and output, with shares."""
         _check_format(fmt)
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
-        _run(ledger_target(home, database_url), fmt,
+        _run(ledger_target(home, database_url, config), fmt,
              lambda sink: token_source_report(sink, lo, hi, tenant))
 
     @usage.command("prompts")
@@ -138,7 +134,7 @@ def register(app: typer.Typer) -> None:
         min_requests: Annotated[int, typer.Option(min=1, help="Seen at least this often.")] = 2,
         limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 50,
         fmt: Fmt = "table", tenant: Tenant = None, home: Home = None,
-        database_url: DbUrl = None,
+        database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
         """Repeated system prompts (fingerprints): requests and cacheable tokens."""
         _check_format(fmt)
@@ -147,7 +143,7 @@ def register(app: typer.Typer) -> None:
             return add_cacheable_tokens(
                 await fingerprint_report(sink, tenant, min_requests, limit))
 
-        _run(ledger_target(home, database_url), fmt, rows)
+        _run(ledger_target(home, database_url, config), fmt, rows)
 
     @usage.command("top")
     def top(
@@ -156,7 +152,7 @@ def register(app: typer.Typer) -> None:
         order: Annotated[str, typer.Option(help="cost or tokens.")] = "cost",
         limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 10,
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None,
+        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
         """The biggest consumers along one dimension."""
         _check_format(fmt)
@@ -167,5 +163,5 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("use cost or tokens", param_hint="--order")
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
-        _run(ledger_target(home, database_url), fmt,
+        _run(ledger_target(home, database_url, config), fmt,
              lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order))

@@ -47,7 +47,9 @@ def default_config_dict() -> dict[str, Any]:
 def _path(loc: tuple[int | str, ...]) -> str:
     out = ""
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, bool):  # a YAML 1.1 boolean used as a mapping key
+            out += ("." if out else "") + str(part).lower()
+        elif isinstance(part, int):
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
@@ -74,8 +76,14 @@ def validate_config(data: Any) -> GatewayConfig:
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
-            lines.append(f"{_path(loc)}: {_message(dict(err))}")
+            raw = err["loc"]
+            loc = tuple(p for p in raw if not (isinstance(p, str) and "[" in p))
+            msg = _message(dict(err))
+            if raw and raw[-1] == "[key]" and isinstance(err.get("input"), bool):
+                loc = (*loc[:-1], err["input"])  # pydantic reports the key True as 1
+                msg += (" (YAML reads an unquoted yes/no/on/off/true/false as a boolean: "
+                        "quote the key)")
+            lines.append(f"{_path(loc)}: {msg}")
         raise ConfigError(lines) from None
     lines = _policy_errors(cfg)
     if lines:
@@ -84,8 +92,9 @@ def validate_config(data: Any) -> GatewayConfig:
 
 
 def _policy_errors(cfg: GatewayConfig) -> list[str]:
-    """Routing profiles that name no profile of the table or an unknown plugin."""
-    out = []
+    """Routing profiles that name no profile of the table or an unknown plugin, and
+    every cross-reference of the file (:func:`reference_errors`)."""
+    out = reference_errors(cfg)
     try:
         check_profile(cfg.routing.profile)
     except ValueError as exc:
@@ -95,6 +104,77 @@ def _policy_errors(cfg: GatewayConfig) -> list[str]:
             check_profile(spec)
         except ValueError as exc:
             out.append(f"routing.models: {alias}: {exc}")
+    return out
+
+
+_DB_SCHEMES = ("postgresql://", "postgres://")
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def store_url_errors(database_url: str | None, redis_url: str | None,
+                     where: str = "") -> list[str]:
+    """``database_url`` must be PostgreSQL (SQLite is the default, under ``data_dir``:
+    no URL), ``redis_url`` a Redis URL; anything else would be misread by serve."""
+    out = []
+    if database_url is not None and not database_url.startswith(_DB_SCHEMES):
+        scheme = database_url.partition(":")[0] or database_url
+        out.append(f"{where or 'database_url'}: {scheme!r} is not supported: give a "
+                   "postgresql:// URL, or no database_url for SQLite under data_dir")
+    if redis_url is not None and not redis_url.startswith(_REDIS_SCHEMES):
+        out.append(f"{where or 'redis_url'}: not a Redis URL (redis://, rediss:// or "
+                   "unix://)")
+    return out
+
+
+def reference_errors(cfg: GatewayConfig) -> list[str]:
+    """What the schema cannot see field by field: duplicate names, names that point at
+    nothing, one currency for the price book, the store URLs."""
+    out = store_url_errors(cfg.database_url, None)
+    if cfg.redis_url is not None:
+        out += store_url_errors(None, cfg.redis_url)
+    aliases = {m.alias for m in cfg.models}
+    versions: dict[str, set[str]] = {}
+    ids: dict[str, str] = {}
+    currency = cfg.models[0].prices.currency
+    for i, m in enumerate(cfg.models):
+        versions[m.alias] = {b.model_version for b in m.backends if b.model_version}
+        if m.prices.currency != currency:
+            out.append(f"models[{i}].prices.currency: {m.prices.currency!r} differs from "
+                       f"{currency!r} of models[0]; the ledger prices in one currency")
+        for j, b in enumerate(m.backends):
+            if b.id is None:
+                continue
+            if b.id in ids:
+                out.append(f"models[{i}].backends[{j}].id: duplicate backend id {b.id!r} "
+                           f"(also {ids[b.id]})")
+            else:
+                ids[b.id] = f"models[{i}].backends[{j}]"
+    seen: set[str] = set()
+    for i, t in enumerate(cfg.tenants):
+        if t.name in seen:
+            out.append(f"tenants[{i}].name: duplicate tenant {t.name!r}")
+        seen.add(t.name)
+        for j, a in enumerate(t.models or []):
+            if a not in aliases:
+                out.append(f"tenants[{i}].models[{j}]: no model alias {a!r}; known: "
+                           f"{sorted(aliases)}")
+    for a in cfg.routing.models:
+        if a not in aliases:
+            out.append(f"routing.models.{a}: no model alias {a!r}")
+    for a, split in cfg.routing.splits.items():
+        if a not in aliases:
+            out.append(f"routing.splits.{a}: no model alias {a!r}")
+            continue
+        for v in split.weights:
+            if v not in versions[a]:
+                out.append(f"routing.splits.{a}.weights.{v}: no backend of {a!r} has "
+                           f"model_version {v!r}; known: {sorted(versions[a])}")
+        for field, table in (("header_versions", split.header_versions),
+                             ("tenant_versions", split.tenant_versions)):
+            for k, v in table.items():
+                if v not in versions[a]:
+                    out.append(f"routing.splits.{a}.{field}.{k}: no backend of {a!r} has "
+                               f"model_version {v!r}")
     return out
 
 
@@ -117,6 +197,12 @@ def load_config(path: str | Path | None) -> GatewayConfig:
         cfg.database_url = env["TOKENPLANE_DATABASE_URL"]
     if env.get("TOKENPLANE_REDIS_URL"):
         cfg.redis_url = env["TOKENPLANE_REDIS_URL"]
+    bad = store_url_errors(env.get("TOKENPLANE_DATABASE_URL") or None, None,
+                           "$TOKENPLANE_DATABASE_URL")
+    bad += store_url_errors(None, env.get("TOKENPLANE_REDIS_URL") or None,
+                            "$TOKENPLANE_REDIS_URL")
+    if bad:
+        raise ConfigError(bad)
     if cfg.data_dir is None:
         cfg.data_dir = env.get("TOKENPLANE_HOME", ".tokenplane")
     return cfg

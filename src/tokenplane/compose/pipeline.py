@@ -4,7 +4,8 @@ Stages in order: auth, validate, [input guard], tokens, [context cap], admission
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
-limits the record lists], admission, [tracing]. The meter finisher also records each failed attempt.
+limits the record lists], admission, [tracing], [access log]. The meter finisher also
+records each failed attempt.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
 from tokenplane.governance.tools import ToolMode
 from tokenplane.meta.keystore import KeyStore
+from tokenplane.observe.access_log import AccessLog
+from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.count_offload import CountOffload
@@ -59,6 +62,7 @@ class PipelineParts:
     governance: Governance | None = None
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
     slo_counters: SloCounters | None = None  # set when SLOs are configured
+    access_log: AccessLog | None = None  # observe.access_log.enabled
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -101,4 +105,6 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     finishers.append(AdmissionFinisher(parts.admission, counters.count_text))
     if parts.tracer is not None:
         finishers.append(SpanFinisher(parts.tracer, counters.count_text))
+    if parts.access_log is not None:  # last: it reads the settled counts
+        finishers.append(AccessLogFinisher(parts.access_log))
     return Pipeline(stages, call, finishers, attempt_finishers=[parts.meter])

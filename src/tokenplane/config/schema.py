@@ -71,9 +71,17 @@ class BackendConfig(_Strict):
     api_key_env: str | None = None
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
-    weight: int = Field(1, ge=0)
     model_version: str | None = None  # canary / A-B splits choose among versions
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_weight(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "weight" in data:
+            raise ValueError("weight is not read: the routing profile picks among an "
+                             "alias's backends (docs/ROUTING.md), and a canary split "
+                             "weighs model versions (routing.splits); remove it")
+        return data
 
     @field_validator("base_url")
     @classmethod
@@ -190,6 +198,23 @@ def _default_labels() -> list[PrincipalLabel]:
     return ["tenant"]
 
 
+class AccessLogConfig(_Strict):
+    """One JSON line per request (docs/LEDGER.md, "Access log"): to stderr, or appended
+    to ``path``. ``sample`` is the share of successful requests written; errors are
+    always written."""
+
+    enabled: bool = True
+    sample: float = Field(1.0, ge=0, le=1)
+    path: str | None = None  # None: stderr
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError("must be a file path (or unset for stderr)")
+        return v
+
+
 class MetricsConfig(_Strict):
     """Where Prometheus scrapes ``GET /metrics`` (it names every tenant's traffic and
     cost, so it is not public by default).
@@ -229,9 +254,10 @@ def listen_address(v: str) -> tuple[str, int]:
 
 class ObserveConfig(_Strict):
     """Observability: which principal levels become Prometheus labels (never keys or end
-    users: unbounded), where ``/metrics`` is served, and where OpenTelemetry spans go
-    (OTLP over HTTP; none if unset)."""
+    users: unbounded), where ``/metrics`` is served, where OpenTelemetry spans go (OTLP
+    over HTTP; none if unset), and the access log."""
 
+    access_log: AccessLogConfig = Field(default_factory=lambda: AccessLogConfig())  # type: ignore[call-arg]
     labels: list[PrincipalLabel] = Field(default_factory=_default_labels)
     metrics: MetricsConfig = Field(default_factory=lambda: MetricsConfig())
     otlp_endpoint: str | None = None

@@ -147,16 +147,19 @@ async def usage_report(
 async def token_source_report(
     sink: LedgerSink, since: TimeBound = None, until: TimeBound = None, tenant: str | None = None
 ) -> list[dict[str, Any]]:
-    """Per app: tokens by source (system/history/context/tools/user/output) and shares."""
+    """Per (tenant, app): tokens by source (system/history/context/tools/user/output)
+    and shares. App names are a tenant's own: two tenants' "chat" apps are two rows."""
     cols = [f"input_{s}" for s in SOURCES] + ["output_tokens", "cached_input_tokens"]
     where, params = _where(since, until, tenant)
-    sql = f"SELECT app, {_sums(cols)} FROM usage_rollups WHERE {where} GROUP BY app ORDER BY app"
+    sql = (f"SELECT tenant, app, {_sums(cols)} FROM usage_rollups WHERE {where} "
+           "GROUP BY tenant, app ORDER BY tenant, app")
     out: list[dict[str, Any]] = []
     for raw in await sink.fetch(sql, params):
-        row = {k: (int(v or 0) if k != "app" else v) for k, v in raw.items()}
+        row = {k: (int(v or 0) if k not in ("tenant", "app") else v) for k, v in raw.items()}
         parts = {s: row[f"input_{s}"] for s in SOURCES} | {"output": row["output_tokens"]}
         total = sum(parts.values())
-        entry: dict[str, Any] = {"app": row["app"], "total_tokens": total}
+        entry: dict[str, Any] = {"tenant": row["tenant"], "app": row["app"],
+                                 "total_tokens": total}
         for name, value in parts.items():
             entry[f"{name}_tokens"] = value
             entry[f"{name}_share"] = round(value / total, 4) if total else 0.0

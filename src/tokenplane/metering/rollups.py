@@ -32,6 +32,8 @@ MEASURES: tuple[str, ...] = (
     "input_user",
     "estimated_input_tokens",
     "cost_micros",
+    "refused",
+    "refused_input_tokens",
 )
 ROLLUP_KEY: tuple[str, ...] = ("grain", "bucket", *DIMENSIONS)
 ROLLUP_COLUMNS: tuple[str, ...] = (*ROLLUP_KEY, *MEASURES)
@@ -49,6 +51,11 @@ RollupRow = tuple[object, ...]
 
 
 def measures_of(event: UsageEvent) -> tuple[int, ...]:
+    """The event's measures. A request that never reached an upstream (refused by
+    admission or a guard, cancelled while queued) counts in ``refused`` with its prompt
+    estimate in ``refused_input_tokens``, not in ``estimated_input_tokens``, which sums
+    the gateway's count of prompts that ran (comparable to ``input_tokens``)."""
+    ran = event.upstream_start_ts is not None
     return (
         1,
         0 if event.status == "ok" else 1,
@@ -62,8 +69,10 @@ def measures_of(event: UsageEvent) -> tuple[int, ...]:
         event.input_context,
         event.input_tools,
         event.input_user,
-        event.estimated_input_tokens,
+        event.estimated_input_tokens if ran else 0,
         event.cost_micros,
+        0 if ran else 1,
+        0 if ran else event.estimated_input_tokens,
     )
 
 

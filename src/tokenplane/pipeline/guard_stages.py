@@ -106,7 +106,8 @@ class InputGuardStage:
         state.request_content = body.get(operation.content_field)
         if pol.models is not None and ctx.alias not in pol.models:
             raise GatewayError(404, f"The model '{ctx.alias}' does not exist or you do not have "
-                               "access to it.", code="model_not_found", param="model")
+                               "access to it.", code="model_not_found", param="model",
+                               type_="invalid_request_error")
         if operation.tools and pol.tools.allowed is not None:
             before = {_name(t) for t in body.get("tools") or []}
             body = pol.tools.check_request(body)  # ToolNotAllowed -> 400 in reject mode

@@ -79,9 +79,9 @@ class ValidateStage:
         pool = self.pools.get(alias)
         tenant_models = self.allowed(ctx.principal.tenant) if ctx.principal else None
         if pool is None or (tenant_models is not None and alias not in tenant_models):
-            raise invalid(
-                f"The model '{alias}' does not exist or you do not have access to it.",
-                param="model", code="model_not_found",
+            raise GatewayError(  # 404 like OpenAI (and the governance allow-list)
+                404, f"The model '{alias}' does not exist or you do not have access to it.",
+                param="model", code="model_not_found", type_="invalid_request_error",
             )
         ctx.alias, ctx.pool, ctx.model = alias, pool, pool.model
         ctx.stream = bool(body.get("stream"))

@@ -86,7 +86,8 @@ class UpstreamCall:
                 resp = await watched(link, ep.transport.send(req))
                 failure: GatewayError | None = None
                 if resp.status >= 400:
-                    failure = upstream_failure(resp.status, resp.body, ep, ctx.request_id)
+                    failure = upstream_failure(resp.status, resp.body, ep, ctx.request_id,
+                                               ctx.body.keys())
                     await resp.aclose()
             except UpstreamError as exc:
                 failure = GatewayError(exc.status, exc.message, code=exc.code)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Collection
+from typing import Any
 
 import orjson
 
@@ -45,24 +47,54 @@ def _backend_secrets(ep: Endpoint | None) -> tuple[str, ...]:
     return (value,) if value else ()
 
 
-def upstream_failure(status: int, body: bytes | None, ep: Endpoint | None = None,
-                     request_id: str = "") -> GatewayError:
-    """The client's error for an upstream's error answer (the text goes to the log)."""
-    upstream_code: str | None = None
-    param: str | None = None
-    text = (body or b"")[:4096].decode("utf-8", "replace")
+def _error_object(body: bytes | None) -> dict[str, Any] | None:
+    """The error object of an answer: OpenAI's ``{"error": {...}}``, or the top-level
+    ``{"object": "error", "message", "param", ...}`` that vLLM and SGLang send."""
     try:
-        err = orjson.loads(body or b"{}").get("error")
-        if isinstance(err, dict):
-            if isinstance(err.get("message"), str):
-                text = err["message"]
-            if isinstance(err.get("code"), str):
-                upstream_code = err["code"]
-            p = err.get("param")
-            if isinstance(p, str) and _PARAM.fullmatch(p):
-                param = p
-    except (orjson.JSONDecodeError, AttributeError):
-        pass
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    err = data.get("error")
+    if isinstance(err, dict):
+        return err
+    detail = data.get("detail")  # FastAPI's 422: [{"loc": ["body", "temperature"], ...}]
+    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        loc = detail[0].get("loc")
+        msg = detail[0].get("msg")
+        if isinstance(loc, list) and loc[:1] == ["body"] and len(loc) > 1:
+            path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+            return {"message": msg if isinstance(msg, str) else str(detail[0]),
+                    "param": path.lstrip(".")}
+    return data if data.get("object") == "error" or "message" in data else None
+
+
+def request_param(p: Any, fields: Collection[str] | None) -> str | None:
+    """The upstream's ``param`` when it names a field of the client's request (``temperature``,
+    ``messages[0].content``, ``messages.[0].role``): it names what the client sent, so
+    the client may see it. Anything else (an engine's internal name) stays in the log."""
+    if not isinstance(p, str) or not _PARAM.fullmatch(p):
+        return None
+    root = re.split(r"[.\[]", p, maxsplit=1)[0]
+    return p if fields is None or root in fields else None
+
+
+def upstream_failure(status: int, body: bytes | None, ep: Endpoint | None = None,
+                     request_id: str = "",
+                     fields: Collection[str] | None = None) -> GatewayError:
+    """The client's error for an upstream's error answer (the text goes to the log);
+    ``fields``: the top-level fields of the request sent (the param must name one)."""
+    upstream_code: str | None = None
+    text = (body or b"")[:4096].decode("utf-8", "replace")
+    err = _error_object(body)
+    param = None
+    if err is not None:
+        if isinstance(err.get("message"), str):
+            text = err["message"]
+        if isinstance(err.get("code"), str):
+            upstream_code = err["code"]
+        param = request_param(err.get("param"), fields)
     where = ep.id if ep is not None else "upstream"
     log.warning("request %s: %s answered HTTP %d (%s): %s", request_id, where, status,
                 upstream_code or "no code", scrub(text, _backend_secrets(ep))[:_LOG_LIMIT])

@@ -2,8 +2,9 @@
 truth come from the same chat template, so a sim replica's ``usage`` and the
 gateway's count agree exactly.
 
-An alias whose tokenizer is ``estimate``, or whose spec cannot be resolved or loaded,
-is counted by the calibrated :class:`Estimator` (results flagged ``input_estimated``);
+An alias whose tokenizer is ``estimate``, or a model name no rule resolves, is counted
+by the calibrated :class:`Estimator` (results flagged ``input_estimated``); a spec
+(``kind:arg``) that cannot be loaded raises :class:`UnknownTokenizerError`;
 the meter finisher calibrates it with the upstream's reported prompt counts. A
 simulated replica of such an alias still needs real ids: it uses ``cl100k_base``.
 """
@@ -43,6 +44,13 @@ def normalize_spec(spec: str) -> str:
     if spec.lower().startswith("qwen"):
         return f"qwen:{spec.lower()}"
     return spec
+
+
+def is_spec(spec: str) -> bool:
+    """Whether a (normalized) tokenizer string is a spec (``kind:arg``, ``deepseek``)
+    rather than a model name: a spec that cannot be loaded is refused, a model name
+    with no rule is counted by the estimator."""
+    return ":" in spec or spec == "deepseek"
 
 
 def family_for(model: ModelConfig, spec: str) -> str:
@@ -190,6 +198,8 @@ class ModelCounters:
                     return ChatCounter(template, self.cache, rule.exact)
                 except UnknownTokenizerError:
                     pass
+            if is_spec(spec):  # a spec that cannot be loaded is a mistake, not a name
+                raise
             log.warning("model %s: tokenizer %r unavailable (%s); counting with the "
                         "calibrated estimator", m.alias, m.tokenizer, first)
             return None

@@ -58,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2]]  # exactly one of them ran each migration
+        assert applied == [[], [1, 2, 3]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 2
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 3
     finally:
         await first.close()
         await second.close()
@@ -99,7 +99,7 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     monkeypatch.undo()
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None

@@ -135,8 +135,19 @@ def _v2(dialect: int) -> tuple[str, ...]:
     )
 
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)))
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)))
+def _v3(dialect: int) -> tuple[str, ...]:
+    """Requests that never reached an upstream (refused by admission or a guard,
+    cancelled while queued) are counted apart: ``refused`` and their prompt estimate
+    ``refused_input_tokens``; ``estimated_input_tokens`` sums only requests that ran.
+    Rows written before v3 are left as they were (their refused share is unknown once
+    events are pruned)."""
+    integer = _T["int"][dialect]
+    return tuple(f"ALTER TABLE usage_rollups ADD COLUMN {m} {integer} NOT NULL DEFAULT 0"
+                 for m in ("refused", "refused_input_tokens"))
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)), (3, _v3(0)))
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)), (3, _v3(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2
