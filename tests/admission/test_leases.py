@@ -60,6 +60,7 @@ def _config(home: Path, redis_url: str, upstream: HeldUpstream,
             "backends": [{"id": "held", "type": "vllm", "base_url": upstream.base_url}],
         }],
         "tenants": [{"name": TENANT}],
+        "observe": {"metrics": {"listen": None}},  # replicas side by side: no shared port
     }
 
 
