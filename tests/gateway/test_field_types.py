@@ -212,7 +212,8 @@ def test_a_body_that_is_not_json_is_415_on_both_servers(gw: GatewayThread, ctype
     assert gw.server is not None
     key = gw.create_key("default", app="ctype")
     admin = gw.create_key("ops", admin=True)
-    for port in (gw.port, gw.server.internal_port):  # the front, then the aiohttp app
+    inner = gw.call(gw.server.listen_inner())  # the aiohttp app served directly
+    for port in (gw.port, inner):  # the front, then the aiohttp app
         base = f"http://127.0.0.1:{port}"
         for path, k in [(f"/v1{p}", key) for p in PATHS.values()] + \
                 [("/admin/v1/tenants", admin)]:
