@@ -135,11 +135,23 @@ def _v2(dialect: int) -> tuple[str, ...]:
     )
 
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)))
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)))
+# v3: the prompt's prefix fingerprints (replay): the router's chained segment hashes
+# and their block counts, as JSON [[hash, blocks], ...]; NULL for events written before.
+_EVENT_COLUMNS_V3: tuple[tuple[str, str], ...] = (("prefix_segments", "text?"),)
+
+
+def _v3(dialect: int) -> tuple[str, ...]:
+    return tuple(
+        f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+        for name, kind in _EVENT_COLUMNS_V3
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)), (3, _v3(0)))
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)), (3, _v3(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
-    n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2
+    n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V3
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -19,6 +19,8 @@ See docs/ROUTING.md.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from itertools import count, groupby
+from operator import xor
 from typing import Any, Protocol
 
 Segment = tuple[int, Hashable]  # (characters, hashable content)
@@ -63,3 +65,21 @@ def request_block_hashes(
     if segs is None:
         return []
     return chained_block_hashes(segs, prompt_tokens, block_size)
+
+
+def segment_runs(block_hashes: Sequence[int]) -> list[tuple[int, int]]:
+    """The compact form of :func:`chained_block_hashes`' output: one ``(segment hash,
+    blocks)`` per segment that spans a full block, in order. Block ``j`` of a segment
+    with chained hash ``h`` is ``h ^ j``, so ``b ^ j`` is constant along a segment; the
+    per-block work (``map``, ``groupby``, ``list``) runs in C. Segments that span no
+    full block are chained into the next one's hash, so they need no entry."""
+    return [(h, len(list(run))) for h, run in groupby(map(xor, block_hashes, count()))]
+
+
+def blocks_of_runs(runs: Sequence[Sequence[int]]) -> list[int]:
+    """Inverse of :func:`segment_runs`: the router's block hashes again."""
+    out: list[int] = []
+    for h, n in runs:
+        start = len(out)
+        out.extend(h ^ j for j in range(start, start + n))
+    return out
