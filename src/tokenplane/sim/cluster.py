@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenplane.engine.core import Engine, EngineRequest, EngineStats, StepResult
 from tokenplane.engine.profiles import EngineProfile
@@ -31,10 +32,11 @@ MODEL = "sim"  # the model alias every simulated replica serves (the length pred
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """A policy under test: a routing profile, with or without the gateway queue."""
+    """A policy under test: a routing profile (a name of the profile table, or a
+    config's profile dict), with or without the gateway queue."""
 
     name: str
-    profile: str
+    profile: str | Mapping[str, Any]
     gateway_queue: bool
 
 

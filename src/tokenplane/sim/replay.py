@@ -296,7 +296,9 @@ def diff_rows(current: Mapping[str, Any], proposed: Mapping[str, Any],
                 if not any(row[0] == label for row in rows):
                     rows.append((label, None,
                                  _replica(current, alias, i), _replica(proposed, alias, i)))
-    return [row for row in rows if any(v is not None for v in row[1:])]
+    keep = ("requests", "admitted")
+    return [row for row in rows
+            if row[0] in keep or any(v is not None and v != 0 for v in row[1:])]
 
 
 def _replica(side: Mapping[str, Any], alias: str, i: int) -> int | None:
