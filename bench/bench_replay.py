@@ -31,11 +31,11 @@ from typing import Any
 import orjson
 import yaml
 
+from tokenplane.compose.config_file import validate_config
 from tokenplane.meta.limit_store import LimitStore, LimitTarget
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.price_book import price_book
 from tokenplane.metering.stores.open import open_sink
-from tokenplane.compose.config_file import validate_config
 
 DAY = 86_400.0
 BLOCK = 16

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         from tokenplane.compose.config_file import ConfigError, load_config
         from tokenplane.meta.open_stores import database_url as env_database_url
         from tokenplane.metering.reports import parse_time_bound
-        from tokenplane.sim.replay import diff_rows, format_diff, recorded, run_replay
+        from tokenplane.sim.replay import diff_rows, format_diff, recorded
         from tokenplane.sim.replay_workload import mooncake_lines
 
         if config is None and export is None:
@@ -109,8 +109,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         rec = recorded(workload)
-        cur = run_replay(workload, current) if current is not None else None
-        prop = run_replay(workload, proposed)
+        cur, prop = _run_both(workload, current, proposed)
         rows = diff_rows(cur or rec, prop, rec)
         names = ("current" if cur is not None else "recorded", "proposed")
         table = format_diff(rows, names)
@@ -143,6 +142,24 @@ async def _read_workload(target: str, since: float, until: float,
     finally:
         await sink.close()
     return workload_from_events(events, tenant)
+
+
+def _run_both(workload: list[Any], current: Any, proposed: Any) -> tuple[Any, Any]:
+    """Both replays; side by side in two processes (forked: the workload is shared)
+    when there are two and the platform forks, else one after the other."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tokenplane.sim.replay import run_replay
+
+    if current is None:
+        return None, run_replay(workload, proposed)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return run_replay(workload, current), run_replay(workload, proposed)
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        other = pool.submit(run_replay, workload, current)
+        prop = run_replay(workload, proposed)
+        return other.result(), prop
 
 
 def _clean(x: Any) -> Any:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from tokenplane.admission import decode
 from tokenplane.admission.amounts import Amounts
@@ -90,6 +91,7 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
     due: list[tuple[float, int, Grant | None, Amounts,
                     tuple[LengthKey, int, int] | None]] = []
     seq = 0
+    chains: dict[tuple[str, ...], list[Scope]] = {}
 
     def settle_until(t: float) -> None:
         while due and due[0][0] <= t:
@@ -105,7 +107,8 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
         settle_until(r.arrival)
         key = LengthKey(e.tenant, e.app, e.model)
         prompt = e.estimated_input_tokens or r.prompt_tokens
-        scopes = scope_chain(e)
+        who = (e.tenant, e.department, e.app, e.key_id, e.end_user, e.model)
+        scopes = chains.get(who) or chains.setdefault(who, scope_chain(e))
         limits = setup.table.bind(scopes, r.arrival)
         grant: Grant | None = None
         predicted = (predictor.predict(key, prompt) if setup.predict_output
@@ -114,7 +117,7 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
             plan = plan_reservation(
                 prompt, max_tokens=None, predicted_output=predicted,
                 default_output=setup.default_output_tokens,
-                cost=lambda i, o: cost_micros(setup.prices, e.model, i, o))
+                cost=partial(cost_micros, setup.prices, e.model))
             result: Grant | Denial | None = never_fits(limits, plan.amounts)
             if result is None:
                 raw = book.reserve(tenant_of(scopes), r.request_id,
@@ -141,7 +144,8 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
                       if reached else Amounts())
             learn = ((key, e.input_tokens, e.output_tokens)
                      if reached and e.status == "ok" and e.usage_source == "upstream"
-                     and "budget_stopped" not in e.flags else None)
+                     and e.operation != "embeddings" and "budget_stopped" not in e.flags
+                     else None)
             heapq.heappush(due, (e.ts, seq, grant, actual, learn))
         seq += 1
     return refused

@@ -19,8 +19,6 @@ See docs/ROUTING.md.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from itertools import count, groupby
-from operator import xor
 from typing import Any, Protocol
 
 Segment = tuple[int, Hashable]  # (characters, hashable content)
@@ -70,10 +68,25 @@ def request_block_hashes(
 def segment_runs(block_hashes: Sequence[int]) -> list[tuple[int, int]]:
     """The compact form of :func:`chained_block_hashes`' output: one ``(segment hash,
     blocks)`` per segment that spans a full block, in order. Block ``j`` of a segment
-    with chained hash ``h`` is ``h ^ j``, so ``b ^ j`` is constant along a segment; the
-    per-block work (``map``, ``groupby``, ``list``) runs in C. Segments that span no
-    full block are chained into the next one's hash, so they need no entry."""
-    return [(h, len(list(run))) for h, run in groupby(map(xor, block_hashes, count()))]
+    with chained hash ``h`` is ``h ^ j``: ``b ^ j`` is ``h`` along the segment and
+    (but for a 64-bit collision) nowhere after it, so each segment's end is found by
+    bisection, O(segments x log blocks) rather than a look at every block. Segments
+    that span no full block are chained into the next one's hash: no entry needed."""
+    out: list[tuple[int, int]] = []
+    n = len(block_hashes)
+    start = 0
+    while start < n:
+        h = block_hashes[start] ^ start
+        lo, hi = start + 1, n  # the end lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if block_hashes[mid] ^ mid == h:
+                lo = mid + 1
+            else:
+                hi = mid
+        out.append((h, lo - start))
+        start = lo
+    return out
 
 
 def blocks_of_runs(runs: Sequence[Sequence[int]]) -> list[int]:
