@@ -2,7 +2,8 @@
 ``Engine.decode_until``) gives exactly the run of one event per step: the same replica,
 first token, finish, cached tokens and shedding for every request, and the same gateway
 queue statistics -- sparse traffic (mostly decode alone) and bursts that queue at the
-gateway, with and without the gateway queue."""
+gateway, with and without the gateway queue, with expiry ticks all along or paused
+while the gateway queue is empty (``idle_ticks``)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def workload(seed: int) -> list[TraceRequest]:
     return out
 
 
-def records(policy: str, fast: bool, seed: int) -> tuple[list[tuple[object, ...]], object]:
-    cfg = replace(ClusterConfig(replicas=3, seed=seed), fast_decode=fast)
+def records(policy: str, fast: bool, seed: int,
+            idle_ticks: bool) -> tuple[list[tuple[object, ...]], object]:
+    cfg = replace(ClusterConfig(replicas=3, seed=seed), fast_decode=fast,
+                  idle_ticks=idle_ticks)
     sim = ClusterSim(builtin_policies()[policy], PROFILE, default_slo_classes(), cfg)
     sim.run(assign(workload(seed), WorkloadRules(batch_fraction=0.4, seed=seed)))
     recs = [(rid, r.endpoint, r.first_token, r.finish, r.cached_tokens, r.output_tokens,
@@ -48,9 +51,10 @@ def records(policy: str, fast: bool, seed: int) -> tuple[list[tuple[object, ...]
 
 @pytest.mark.parametrize("policy", ["tokenplane", "least-requests"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_fast_decode_is_the_same_run(policy: str, seed: int) -> None:
-    slow = records(policy, False, seed)
-    fast = records(policy, True, seed)
+@pytest.mark.parametrize("idle_ticks", [True, False])
+def test_fast_decode_is_the_same_run(policy: str, seed: int, idle_ticks: bool) -> None:
+    slow = records(policy, False, seed, idle_ticks)
+    fast = records(policy, True, seed, idle_ticks)
     assert fast == slow
     if policy == "tokenplane":  # the bursts queued at the gateway
         assert isinstance(slow[1], dict) and slow[1]["batch"]["wait_sum_s"] > 10

@@ -108,6 +108,7 @@ def replay_setup(name: str, cfg: GatewayConfig, table: LimitTable, *,
                 price_output_per_mtok=str(m.prices.output),
                 default_output_tokens=cfg.admission.default_output_tokens,
                 prefix_index_blocks=cfg.routing.prefix_capacity_blocks,
+                fast_decode=True, idle_ticks=False,  # a day of mostly quiet replicas
             ),
         )
     slos = [slo_from_config(s) for s in cfg.slos]

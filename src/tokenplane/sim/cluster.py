@@ -86,9 +86,13 @@ class ClusterConfig:
     price_input_per_mtok: str = "0.10"  # the embedded default model's prices
     price_output_per_mtok: str = "0.40"
     default_output_tokens: int = 256
-    # run an engine's decode-only steps back to back up to the next arrival
+    # run an engine's decode-only steps back to back up to the next outside event
     # (Engine.decode_until): the same steps, far fewer events; off: one event per step
-    fast_decode: bool = True
+    fast_decode: bool = False
+    # expiry ticks every expire_interval_s even while the gateway queue is empty; off:
+    # they pause then (without budget protection nothing happens on such a tick), so a
+    # quiet stretch has no events at all (replay turns this off and fast_decode on)
+    idle_ticks: bool = True
 
 
 @dataclass(slots=True)
@@ -377,12 +381,14 @@ class ClusterSim:
                     for shed in sched.expire(now):
                         assert isinstance(shed.item.payload, RequestRecord)
                         self._shed(shed.item.payload, now)
-                    next_expire = now + self.cfg.expire_interval_s
+                    if self.cfg.idle_ticks or self.protection is not None or len(sched):
+                        next_expire = now + self.cfg.expire_interval_s
                 self._release(now)
             # engines may run ahead (decode only) to the next arrival or expiry tick:
             # the events at which anything outside an engine happens
             nxt = reqs[idx].arrival if idx < len(reqs) else float("inf")
-            self._horizon = min(nxt, next_expire) if sched is not None else nxt
+            self._horizon = (min(nxt, next_expire) if sched is not None and next_expire > now
+                             else nxt)
             self._start_idle(busy, pending, now)
 
     def _protect(self, now: float) -> None:

@@ -94,5 +94,5 @@ def blocks_of_runs(runs: Sequence[Sequence[int]]) -> list[int]:
     out: list[int] = []
     for h, n in runs:
         start = len(out)
-        out.extend(h ^ j for j in range(start, start + n))
+        out.extend(map(h.__xor__, range(start, start + n)))
     return out
