@@ -145,10 +145,10 @@ async def _read_workload(target: str, since: float, until: float,
 
 
 def _run_both(workload: list[Any], current: Any, proposed: Any) -> tuple[Any, Any]:
-    """Both replays; side by side in two processes (forked: the workload is shared)
-    when there are two and the platform forks, else one after the other."""
+    """Both replays; side by side in two processes when there are two and the platform
+    forks (the child inherits the workload: nothing to serialise but its result), else
+    one after the other."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     from tokenplane.sim.replay import run_replay
 
@@ -156,10 +156,29 @@ def _run_both(workload: list[Any], current: Any, proposed: Any) -> tuple[Any, An
         return None, run_replay(workload, proposed)
     if "fork" not in multiprocessing.get_all_start_methods():
         return run_replay(workload, current), run_replay(workload, proposed)
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
-        other = pool.submit(run_replay, workload, current)
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send((True, run_replay(workload, current)))
+        except Exception as exc:  # handed to the parent, which raises it
+            send.send((False, repr(exc)))
+        finally:
+            send.close()
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    send.close()
+    try:
         prop = run_replay(workload, proposed)
-        return other.result(), prop
+        ok, cur = receive.recv()
+    finally:
+        proc.join()
+        receive.close()
+    if not ok:
+        raise RuntimeError(f"replay of the current config failed: {cur}")
+    return cur, prop
 
 
 def _clean(x: Any) -> Any:

@@ -82,8 +82,8 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
     """Runs admission over ``workload`` (arrival order) in virtual time; returns the
     refused requests by id and why."""
     refused: dict[str, Refusal] = {}
-    if not setup.enabled:
-        return refused
+    if not setup.enabled or not setup.table.has_limits():
+        return refused  # nothing limits anyone
     book = CounterBook()
     predictor = LengthPredictor(default=setup.default_output_tokens)
     ttl_ms = int(setup.ttl_s * 1000)
@@ -111,7 +111,7 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
         scopes = chains.get(who) or chains.setdefault(who, scope_chain(e))
         limits = setup.table.bind(scopes, r.arrival)
         grant: Grant | None = None
-        predicted = (predictor.predict(key, prompt) if setup.predict_output
+        predicted = (predictor.predict(key, prompt) if setup.predict_output and limits
                      else setup.default_output_tokens)
         if limits:
             plan = plan_reservation(
@@ -131,17 +131,18 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
                 continue
             grant = result
         if r.refused:  # admitted now, refused when recorded: no usage was recorded
-            heapq.heappush(due, (r.arrival, seq, grant,
-                                 Amounts(1, prompt, predicted,
-                                         cost_micros(setup.prices, e.model, prompt, predicted)),
-                                 None))
+            if grant is not None:
+                heapq.heappush(due, (r.arrival, seq, grant,
+                                     Amounts(1, prompt, predicted,
+                                             cost_micros(setup.prices, e.model, prompt,
+                                                         predicted)), None))
         else:
             reached = r.reached_upstream
             actual = (Amounts(1, e.input_tokens, e.output_tokens,
                               cost_micros(setup.prices, e.model, e.input_tokens,
                                           e.output_tokens, e.cached_input_tokens,
                                           e.reasoning_tokens))
-                      if reached else Amounts())
+                      if reached and grant is not None else Amounts())
             learn = ((key, e.input_tokens, e.output_tokens)
                      if reached and e.status == "ok" and e.usage_source == "upstream"
                      and e.operation != "embeddings" and "budget_stopped" not in e.flags
