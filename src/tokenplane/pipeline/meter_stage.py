@@ -153,7 +153,7 @@ class MeterFinisher:
             system_fingerprint=ctx.system_fingerprint,
             model_version=ctx.model_version,
             slo_class=ctx.slo_class,
-            prefix_segments=None,
+            prefix_segments=prefix_segments(ctx),
         )
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:

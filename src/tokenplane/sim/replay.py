@@ -286,6 +286,8 @@ def diff_rows(current: Mapping[str, Any], proposed: Mapping[str, Any],
             add(f"slo {s}/{sli} sli", ("slos", s, sli, "sli"), with_recorded=False)
             add(f"slo {s}/{sli} budget_spent", ("slos", s, sli, "budget_spent"),
                 with_recorded=False)
+            add(f"slo {s}/{sli} burn_rate", ("slos", s, sli, "burn_rate"),
+                with_recorded=False)
     for alias in sorted(set(_keys(current, ("models",))) | set(_keys(proposed, ("models",)))):
         for k in ("replicas", "completed", "shed", "slo_attainment", "prefix_hit_rate"):
             add(f"model {alias}: {k}", ("models", alias, k), with_recorded=False)

@@ -82,7 +82,7 @@ def admit(workload: Sequence[ReplayRequest], setup: AdmissionSetup) -> dict[str,
     """Runs admission over ``workload`` (arrival order) in virtual time; returns the
     refused requests by id and why."""
     refused: dict[str, Refusal] = {}
-    if True:
+    if not setup.enabled or not setup.table.has_limits():
         return refused  # nothing limits anyone
     book = CounterBook()
     predictor = LengthPredictor(default=setup.default_output_tokens)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenplane.sim.cluster import RequestRecord
-from tokenplane.slo.budget import budget
+from tokenplane.slo.budget import budget, burn_rate
 from tokenplane.slo.spec import Sli, SliKind, Slo
 from tokenplane.slo.tally import Tally
 from tokenplane.slo.verdict import RequestFacts, Verdict, judge
@@ -25,7 +25,7 @@ def slo_results(
     slos: Sequence[Slo], records: Sequence[RequestRecord], alias: str
 ) -> dict[str, Any]:
     """Per SLO and SLI: valid and bad events, the SLI, whether it met its objective,
-    and the share of a window's budget this run would spend."""
+    the share of a window's budget this run would spend and the burn rate over it."""
     return slo_tallies(slos, [r.facts(alias) for r in records], latency_all=True)
 
 
@@ -53,6 +53,7 @@ def slo_tallies(
             per_sli[sli.label] = {
                 "valid": valid, "bad": bad, "sli": b.sli, "objective": slo.objective,
                 "met": b.sli >= slo.objective, "budget_spent": 1.0 - b.remaining,
+                "burn_rate": burn_rate(Tally(valid, bad), slo.objective),
             }
         out[slo.name] = per_sli
     return out
