@@ -95,8 +95,9 @@ def mooncake_lines(workload: Sequence[ReplayRequest], block_size: int = 16) -> I
     ``input_length``, ``output_length``, ``hash_ids`` (one id per 512-token block).
 
     A 512-token block's id stands for the chained hash of its last full router block
-    (chained: equal ids mean equal prefixes), renumbered 0, 1, 2, ... in order of first
-    appearance so that no hash leaves. Requests recorded as refused are left out (they
+    (chained: equal ids mean equal prefixes; a last, partial block counts too, as in
+    Mooncake's traces), renumbered 0, 1, 2, ... in order of first appearance so that
+    no hash leaves. Requests recorded as refused are left out (they
     produced nothing); extra keys (``tenant``, ``slo_class``, ``model``) are ignored by
     the loader. ``block_size``: the gateway's router block (``routing.block_size``)."""
     ids: dict[int, int] = {}
@@ -106,10 +107,10 @@ def mooncake_lines(workload: Sequence[ReplayRequest], block_size: int = 16) -> I
             continue
         blocks = r.block_hashes()
         per = max(1, MOONCAKE_BLOCK_TOKENS // block_size)
-        hash_ids = []
-        for end in range(per, len(blocks) + 1, per):
-            h = blocks[end - 1]
-            hash_ids.append(ids.setdefault(h, len(ids)))
+        ends = list(range(per, len(blocks) + 1, per))
+        if len(blocks) % per:
+            ends.append(len(blocks))  # the last, partial 512 tokens
+        hash_ids = [ids.setdefault(blocks[end - 1], len(ids)) for end in ends]
         e = r.event
         yield orjson.dumps({
             "timestamp": round((r.arrival - t0) * 1000.0, 3),
