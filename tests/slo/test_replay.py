@@ -118,6 +118,7 @@ def test_replay_with_the_same_config_gives_the_recorded_counts_back(
     assert set(ledger_refused) == set(recorded.acme_order[6:])
     # the gateway's own refusals are not valid events of availability; 3 admitted streams
     assert prop["slos"]["chat"]["availability"]["valid"] == 10
+    assert rec["slos"]["chat"]["availability"] == prop["slos"]["chat"]["availability"]
     assert prop["slos"]["chat"]["ttft"]["valid"] == 3
     # every admitted request ran on the simulated replicas of the alias
     model = prop["models"][MODEL]
@@ -136,6 +137,7 @@ def test_a_tighter_limit_refuses_exactly_the_extra_requests(
     assert set(cur["refusals"]) == set(recorded.acme_order[6:])
     assert set(prop["refusals"]) == set(recorded.acme_order[3:])  # 3 more: the 4th..6th
     assert prop["tenants"]["acme"]["refused"] == {"rate_limit_exceeded": 7}
+    assert prop["tenants"]["acme"]["refused_by"] == {"tenant:acme rpm": 7}
     assert prop["tenants"]["globex"] == cur["tenants"]["globex"]
     extra = {r["request_id"]: r for r in recorded.rows
              if r["request_id"] in recorded.acme_order[3:6]}

@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         except (LimitError, OSError, ValueError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
-        rec = recorded(workload)
+        rec = recorded(workload, proposed.slos)
         cur, prop = _run_both(workload, current, proposed)
         rows = diff_rows(cur or rec, prop, rec)
         names = ("current" if cur is not None else "recorded", "proposed")

@@ -89,13 +89,14 @@ def slo_class_of(r: ReplayRequest, setup: ReplaySetup) -> str:
 
 
 def _tenant_row() -> dict[str, Any]:
-    return {"requests": 0, "admitted": 0, "refused": {}, "tokens": dict.fromkeys(TOKEN_KINDS, 0),
-            "cost_micros": 0}
+    return {"requests": 0, "admitted": 0, "refused": {}, "refused_by": {},
+            "tokens": dict.fromkeys(TOKEN_KINDS, 0), "cost_micros": 0}
 
 
-def recorded(workload: Sequence[ReplayRequest]) -> dict[str, Any]:
+def recorded(workload: Sequence[ReplayRequest], slos: Sequence[Slo] = ()) -> dict[str, Any]:
     """What the ledger says happened: per tenant requests, refusals by code, tokens by
-    source and cost (the recorded prices)."""
+    source and cost (the recorded prices), and ``slos`` judged on the recorded facts
+    (what ``tokenplane slo status`` counts)."""
     tenants: dict[str, dict[str, Any]] = {}
     for r in workload:
         e = r.event
@@ -108,7 +109,9 @@ def recorded(workload: Sequence[ReplayRequest]) -> dict[str, Any]:
         row["admitted"] += 1
         _add_tokens(row["tokens"], token_sources(e))
         row["cost_micros"] += e.cost_micros
-    return {"tenants": _sorted(tenants), "totals": _totals(tenants)}
+    facts = [facts_from_event(r.event, r.event.slo_class or "") for r in workload]
+    return {"tenants": _sorted(tenants), "totals": _totals(tenants),
+            "slos": slo_tallies(slos, facts)}
 
 
 def run_replay(workload: Sequence[ReplayRequest], setup: ReplaySetup) -> dict[str, Any]:
@@ -153,6 +156,8 @@ def run_replay(workload: Sequence[ReplayRequest], setup: ReplaySetup) -> dict[st
             refusal = Refusal("model_not_found", f"model:{e.model}", "")
         if refusal is not None:
             row["refused"][refusal.code] = row["refused"].get(refusal.code, 0) + 1
+            which = f"{refusal.scope} {refusal.limit}".strip()
+            row["refused_by"][which] = row["refused_by"].get(which, 0) + 1
             facts.append(_refused_facts(r, cls, refusal))
             continue
         row["admitted"] += 1
@@ -233,6 +238,7 @@ def _sorted(tenants: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for name in sorted(tenants):
         row = dict(tenants[name])
         row["refused"] = dict(sorted(row["refused"].items()))
+        row["refused_by"] = dict(sorted(row["refused_by"].items()))
         out[name] = row
     return out
 
@@ -247,6 +253,7 @@ def _totals(tenants: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
         for code, n in row["refused"].items():
             tot["refused"][code] = tot["refused"].get(code, 0) + n
     tot["refused"] = dict(sorted(tot["refused"].items()))
+    del tot["refused_by"]
     return tot
 
 
@@ -275,6 +282,10 @@ def diff_rows(current: Mapping[str, Any], proposed: Mapping[str, Any],
                         | set(_keys(proposed, ("tenants", t, "refused"))))
         for code in tcodes:
             add(f"{t}: refused {code}", ("tenants", t, "refused", code))
+        for which in sorted(set(_keys(current, ("tenants", t, "refused_by")))
+                            | set(_keys(proposed, ("tenants", t, "refused_by")))):
+            add(f"{t}: refused by {which}", ("tenants", t, "refused_by", which),
+                with_recorded=False)
         for kind in TOKEN_KINDS:
             add(f"{t}: tokens {kind}", ("tenants", t, "tokens", kind))
         add(f"{t}: cost_micros", ("tenants", t, "cost_micros"))
@@ -283,7 +294,7 @@ def diff_rows(current: Mapping[str, Any], proposed: Mapping[str, Any],
     for s in slos:
         slis = sorted(set(_keys(current, ("slos", s))) | set(_keys(proposed, ("slos", s))))
         for sli in slis:
-            add(f"slo {s}/{sli} sli", ("slos", s, sli, "sli"), with_recorded=False)
+            add(f"slo {s}/{sli} sli", ("slos", s, sli, "sli"))
             add(f"slo {s}/{sli} budget_spent", ("slos", s, sli, "budget_spent"),
                 with_recorded=False)
             add(f"slo {s}/{sli} burn_rate", ("slos", s, sli, "burn_rate"),
