@@ -86,6 +86,10 @@ class LimitTable:
         self._rules.pop(scope, None)
         self._keys.pop(scope, None)
 
+    def has_limits(self) -> bool:
+        """Whether any scope has a limit."""
+        return bool(self._rules)
+
     def rules(self, scope: Scope) -> tuple[LimitRule, ...]:
         return self._rules.get(scope, ())
 

@@ -327,6 +327,91 @@ class Engine:
             self._loaded = 0
         return StepResult(now, duration, emitted, finished, preempted, num_tokens)
 
+    def decode_until(
+        self, now: float, horizon: float
+    ) -> tuple[float, dict[str, int], list[tuple[FinishedRequest, float]]]:
+        """Runs whole steps back to back from ``now`` while the batch only decodes and
+        each step ends before ``horizon`` (the caller's next outside event): exactly
+        the steps :meth:`step` would run, without building a result per step. Returns
+        the time the last one ended (``now`` if none ran), the tokens emitted per
+        request and each finished request with the end of its last step.
+
+        Only when nothing waits, every running request is past its prompt (one token
+        each), its prompt blocks are all offered to the prefix cache, the step's blocks
+        are free or evictable (no preemption), no host blocks load and no jitter draws
+        (so the run is the same as step by step); else it runs nothing."""
+        emitted: dict[str, int] = {}
+        finished: list[tuple[FinishedRequest, float]] = []
+        running = self._running
+        p = self.profile
+        if (self._waiting or not running or self._jitter > 0.0 or self._loaded
+                or len(running) > p.max_num_batched_tokens):
+            return now, emitted, finished
+        for seq in running:
+            if (seq.num_tokens - seq.num_computed != 1 or seq.num_computed < seq.prompt_len
+                    or seq.reg < len(seq.hashes)):
+                return now, emitted, finished
+        bs = self._bs
+        kv = self._kv
+        t_floor, a, b = p.t_floor_s, p.a_s_per_token, p.b_s_per_ctx_token
+        t = now
+        while running:
+            # between two "full" steps (one where a request needs a block or finishes)
+            # only the clock moves: run those steps on counters alone
+            n = len(running)
+            ctx_sum = 0
+            free_steps = finish_in = 1 << 62
+            for seq in running:
+                ctx_sum += seq.num_computed + 1
+                free_steps = min(free_steps, seq.num_blocks * bs - seq.num_computed)
+                finish_in = min(finish_in, seq.max_tokens - seq.output)
+            base = max(t_floor, a * n)
+            light = min(free_steps, finish_in - 1)
+            k = 0
+            while k < light:
+                dur = base + b * ctx_sum
+                if t + dur >= horizon:
+                    break
+                t += dur
+                ctx_sum += n
+                k += 1
+            if k:
+                self._c.generation_tokens += n * k
+                for seq in running:
+                    seq.num_computed += k
+                    seq.output += k
+                    seq.num_tokens += k
+                    emitted[seq.rid] = emitted.get(seq.rid, 0) + k
+            if k < light:
+                break  # the horizon
+            # a full step: blocks to allocate, or a request that finishes
+            need = 0
+            for seq in running:
+                need += (seq.num_computed + bs) // bs - seq.num_blocks
+            dur = base + b * ctx_sum
+            if t + dur >= horizon or need > kv.available():
+                break
+            t += dur
+            done: list[FinishedRequest] = []
+            for seq in running:
+                grow = (seq.num_computed + bs) // bs - seq.num_blocks
+                if grow > 0:
+                    kv.allocate(grow)
+                    seq.num_private += grow
+                    seq.num_blocks += grow
+                seq.num_computed += 1
+                seq.output += 1
+                seq.num_tokens += 1
+                emitted[seq.rid] = emitted.get(seq.rid, 0) + 1
+                if seq.output >= seq.max_tokens:
+                    done.append(seq.finished(aborted=False))
+            self._c.generation_tokens += n
+            if done:
+                self._retire(done)
+                running = self._running
+                finished.extend((f, t) for f in done)
+        return t, emitted, finished
+
     def _retire(self, finished: list[FinishedRequest]) -> None:
         kv = self._kv
         seqs = self._seqs

@@ -63,6 +63,9 @@ class UsageEvent:
     model_version: str | None = None
     system_fingerprint: str | None = None
     slo_class: str | None = None  # the scheduler's SLO class (None: not scheduled)
+    # the prompt's prefix fingerprints, JSON [[segment hash, blocks], ...]: the router's
+    # chained hash of each content segment and how many full blocks it spans (replay)
+    prefix_segments: str | None = None
 
     @classmethod
     def from_counts(

@@ -12,12 +12,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import orjson
+
 from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.upstream_call import relayed_text
+from tokenplane.routing.gateway.prompt_blocks import segment_runs
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.predictor import LengthKey, LengthPredictor
 
@@ -90,6 +93,16 @@ def _rescale(counts: TokenCounts, prompt: int) -> None:
     counts.user = prompt
 
 
+def prefix_segments(ctx: RequestContext) -> str | None:
+    """The prompt's prefix fingerprints for the ledger (replay): the route stage's block
+    hashes in their compact form, JSON ``[[segment hash, blocks], ...]``; None when the
+    request was never routed or has no full block. No hashing of the prompt again."""
+    route = ctx.route
+    if route is None or not route.req.block_hashes:
+        return None
+    return orjson.dumps(segment_runs(route.req.block_hashes)).decode()
+
+
 class MeterFinisher:
     """Records the usage event, updates the token / cost metrics, and teaches the
     output-length predictor (successful requests) and the estimator of an alias with
@@ -140,6 +153,7 @@ class MeterFinisher:
             system_fingerprint=ctx.system_fingerprint,
             model_version=ctx.model_version,
             slo_class=ctx.slo_class,
+            prefix_segments=prefix_segments(ctx),
         )
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:

@@ -11,8 +11,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from tokenplane.engine.core import Engine, EngineRequest, EngineStats, StepResult
+from tokenplane.engine.core import (
+    Engine,
+    EngineRequest,
+    EngineStats,
+    FinishedRequest,
+    StepResult,
+)
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.routing.endpoint import EndpointState, RouteRequest
 from tokenplane.routing.plugins import RoutingContext
@@ -31,10 +38,11 @@ MODEL = "sim"  # the model alias every simulated replica serves (the length pred
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:
-    """A policy under test: a routing profile, with or without the gateway queue."""
+    """A policy under test: a routing profile (a name of the profile table, or a
+    config's profile dict), with or without the gateway queue."""
 
     name: str
-    profile: str
+    profile: str | Mapping[str, Any]
     gateway_queue: bool
 
 
@@ -78,6 +86,13 @@ class ClusterConfig:
     price_input_per_mtok: str = "0.10"  # the embedded default model's prices
     price_output_per_mtok: str = "0.40"
     default_output_tokens: int = 256
+    # run an engine's decode-only steps back to back up to the next outside event
+    # (Engine.decode_until): the same steps, far fewer events; off: one event per step
+    fast_decode: bool = False
+    # expiry ticks every expire_interval_s even while the gateway queue is empty; off:
+    # they pause then (without budget protection nothing happens on such a tick), so a
+    # quiet stretch has no events at all (replay turns this off and fast_decode on)
+    idle_ticks: bool = True
 
 
 @dataclass(slots=True)
@@ -210,6 +225,7 @@ class ClusterSim:
         ]
         self.records: dict[str, RequestRecord] = {}
         self._last_now = 0.0
+        self._horizon = float("inf")  # the next event outside the engines (run())
 
     # --- the gateway's view ----------------------------------------------------------
     def _scrape(self, now: float, force: bool = False) -> None:
@@ -304,21 +320,23 @@ class ClusterSim:
                 self.inflight_decode[i] -= 1
             rec.emitted += 1
         for fin in res.finished:
-            rec = recs[fin.request_id]
-            rec.finish = t
-            rec.output_tokens = fin.output_tokens
-            rec.cached_tokens = fin.cached_tokens
-            rec.host_cached_tokens = fin.host_cached_tokens
-            rec.preemptions = fin.preemptions
-            self.inflight[i] -= 1
-            if rec.emitted < rec.predicted:
-                self.inflight_decode[i] -= rec.predicted - rec.emitted
-            self.predictor.observe(self.length_key(rec.req), rec.req.prompt_tokens,
-                                   fin.output_tokens)
-            if self.scheduler is not None:
-                self.scheduler.settle(rec.req.tenant, rec.predicted, fin.output_tokens)
-            if self.slo_eval is not None:
-                self.slo_eval.observe(rec.facts(self.alias))
+            self._finish(recs[fin.request_id], fin, i, t)
+
+    def _finish(self, rec: RequestRecord, fin: FinishedRequest, i: int, t: float) -> None:
+        rec.finish = t
+        rec.output_tokens = fin.output_tokens
+        rec.cached_tokens = fin.cached_tokens
+        rec.host_cached_tokens = fin.host_cached_tokens
+        rec.preemptions = fin.preemptions
+        self.inflight[i] -= 1
+        if rec.emitted < rec.predicted:
+            self.inflight_decode[i] -= rec.predicted - rec.emitted
+        self.predictor.observe(self.length_key(rec.req), rec.req.prompt_tokens,
+                               fin.output_tokens)
+        if self.scheduler is not None:
+            self.scheduler.settle(rec.req.tenant, rec.predicted, fin.output_tokens)
+        if self.slo_eval is not None:
+            self.slo_eval.observe(rec.facts(self.alias))
 
     def run(self, workload: Sequence[SimRequest], max_events: int = 50_000_000) -> None:
         """Replay the workload to the end (every request finished or shed)."""
@@ -343,6 +361,7 @@ class ClusterSim:
                     self._scrape(now, force=True)
                     if self._release(now) == 0:
                         raise RuntimeError("gateway queue blocked with an idle cluster")
+                    self._horizon = next_expire
                     self._start_idle(busy, pending, now)
                     continue
                 break
@@ -362,8 +381,14 @@ class ClusterSim:
                     for shed in sched.expire(now):
                         assert isinstance(shed.item.payload, RequestRecord)
                         self._shed(shed.item.payload, now)
-                    next_expire = now + self.cfg.expire_interval_s
+                    if self.cfg.idle_ticks or self.protection is not None or len(sched):
+                        next_expire = now + self.cfg.expire_interval_s
                 self._release(now)
+            # engines may run ahead (decode only) to the next arrival or expiry tick:
+            # the events at which anything outside an engine happens
+            nxt = reqs[idx].arrival if idx < len(reqs) else float("inf")
+            self._horizon = (min(nxt, next_expire) if sched is not None and next_expire > now
+                             else nxt)
             self._start_idle(busy, pending, now)
 
     def _protect(self, now: float) -> None:
@@ -376,13 +401,40 @@ class ClusterSim:
             self.restrictions.clear()
             self.restrictions.update(new)
 
+    def _fast_ok(self) -> bool:
+        """Whether an engine's decode steps may run ahead to the next arrival: nothing
+        but an arrival can then touch it (no gateway queue to release from, no budget
+        protection deciding on the expiry ticks)."""
+        return (self.cfg.fast_decode and self.protection is None
+                and (self.scheduler is None or not len(self.scheduler)))
+
     def _start_idle(
         self, busy: list[tuple[float, int]], pending: list[StepResult | None], now: float
     ) -> None:
+        fast = self._fast_ok()
         for i, eng in enumerate(self.engines):
             if pending[i] is None and eng.has_work():
-                res = eng.step(now)
+                t = now
+                if fast:
+                    t, emitted, finished = eng.decode_until(now, self._horizon)
+                    if emitted:
+                        self._apply_fast(i, emitted, finished)
+                    if not eng.has_work():
+                        continue
+                res = eng.step(t)
                 pending[i] = res
                 # a step that did nothing (blocked admission) still advances a floor
                 dur = res.duration if res.duration > 0 else max(1e-4, self.profile.t_floor_s)
-                heapq.heappush(busy, (now + dur, i))
+                heapq.heappush(busy, (t + dur, i))
+
+    def _apply_fast(self, i: int, emitted: dict[str, int],
+                    finished: list[tuple[FinishedRequest, float]]) -> None:
+        """:meth:`_apply` for a run of decode steps (tokens, then each finish at the
+        end of its own step)."""
+        recs = self.records
+        for rid, n in emitted.items():
+            rec = recs[rid]
+            self.inflight_decode[i] -= min(n, max(0, rec.predicted - rec.emitted))
+            rec.emitted += n
+        for fin, t in finished:
+            self._finish(recs[fin.request_id], fin, i, t)

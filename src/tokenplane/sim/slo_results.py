@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenplane.sim.cluster import RequestRecord
-from tokenplane.slo.budget import budget
+from tokenplane.slo.budget import budget, burn_rate
 from tokenplane.slo.spec import Sli, SliKind, Slo
 from tokenplane.slo.tally import Tally
 from tokenplane.slo.verdict import RequestFacts, Verdict, judge
@@ -25,8 +25,16 @@ def slo_results(
     slos: Sequence[Slo], records: Sequence[RequestRecord], alias: str
 ) -> dict[str, Any]:
     """Per SLO and SLI: valid and bad events, the SLI, whether it met its objective,
-    and the share of a window's budget this run would spend."""
-    facts = [r.facts(alias) for r in records]
+    the share of a window's budget this run would spend and the burn rate over it."""
+    return slo_tallies(slos, [r.facts(alias) for r in records], latency_all=True)
+
+
+def slo_tallies(
+    slos: Sequence[Slo], facts: Sequence[RequestFacts], *, latency_all: bool = False
+) -> dict[str, Any]:
+    """:func:`slo_results` over requests' facts as they are (replay: each request
+    keeps whether it streamed); ``latency_all`` judges a ``latency`` SLI on every
+    request, streamed or not (the simulator's own requests all stream)."""
     out: dict[str, Any] = {}
     for slo in slos:
         per_sli: dict[str, Any] = {}
@@ -36,7 +44,7 @@ def slo_results(
                 if not slo.selector.selects(f.model, f.tenant, f.department, f.app,
                                             f.slo_class):
                     continue
-                v = _judge(sli, f)
+                v = _judge(sli, f) if latency_all else judge(sli, f)
                 if v is Verdict.NOT_VALID:
                     continue
                 valid += 1
@@ -45,6 +53,7 @@ def slo_results(
             per_sli[sli.label] = {
                 "valid": valid, "bad": bad, "sli": b.sli, "objective": slo.objective,
                 "met": b.sli >= slo.objective, "budget_spent": 1.0 - b.remaining,
+                "burn_rate": burn_rate(Tally(valid, bad), slo.objective),
             }
         out[slo.name] = per_sli
     return out

@@ -58,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2, 3]]  # exactly one of them ran each migration
+        assert applied == [[], [1, 2, 3, 4]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 3
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 4
     finally:
         await first.close()
         await second.close()
@@ -87,7 +87,7 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     monkeypatch.setattr(postgres, "POSTGRES_MIGRATIONS", migrations.POSTGRES_MIGRATIONS[:1])
     old = await open_sink(sink_target)
     try:
-        columns = [c for c in EVENT_COLUMNS if c != "slo_class"]
+        columns = [c for c in EVENT_COLUMNS if c not in ("slo_class", "prefix_segments")]
         row = dict(zip(EVENT_COLUMNS, event_row(make_event(1)), strict=True))
         marks = ", ".join("?" for _ in columns)
         await old.execute(
@@ -99,12 +99,47 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     monkeypatch.undo()
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2, 3]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3, 4]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
         await sink.write([make_event(2, slo_class="batch")])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
         assert row_event(rows[0]).slo_class == "batch"
+    finally:
+        await sink.close()
+
+
+async def test_a_v3_ledger_gains_the_prefix_segments_column(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 4 keeps its rows (SLO class included); they
+    read back with no prefix fingerprints, and new rows carry theirs."""
+    from tokenplane.metering.stores import migrations, postgres, sqlite
+
+    monkeypatch.setattr(sqlite, "SQLITE_MIGRATIONS", migrations.SQLITE_MIGRATIONS[:3])
+    monkeypatch.setattr(postgres, "POSTGRES_MIGRATIONS", migrations.POSTGRES_MIGRATIONS[:3])
+    old = await open_sink(sink_target)
+    try:
+        columns = [c for c in EVENT_COLUMNS if c != "prefix_segments"]
+        row = dict(zip(EVENT_COLUMNS, event_row(make_event(1, slo_class="batch")),
+                       strict=True))
+        marks = ", ".join("?" for _ in columns)
+        await old.execute(
+            f"INSERT INTO usage_events ({', '.join(columns)}) VALUES ({marks})",
+            [row[c] for c in columns],
+        )
+    finally:
+        await old.close()
+    monkeypatch.undo()
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [4]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        assert row_event(rows[0]) == make_event(1, slo_class="batch")
+        assert row_event(rows[0]).prefix_segments is None
+        await sink.write([make_event(2, prefix_segments="[[-5,3],[77,1]]")])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
+        assert row_event(rows[0]).prefix_segments == "[[-5,3],[77,1]]"
     finally:
         await sink.close()

@@ -146,11 +146,25 @@ def _v3(dialect: int) -> tuple[str, ...]:
                  for m in ("refused", "refused_input_tokens"))
 
 
-SQLITE_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(0)), (2, _v2(0)), (3, _v3(0)))
-POSTGRES_MIGRATIONS: tuple[Migration, ...] = ((1, _v1(1)), (2, _v2(1)), (3, _v3(1)))
+# v4: the prompt's prefix fingerprints (replay): the router's chained segment hashes
+# and their block counts, as JSON [[hash, blocks], ...]; NULL for events written before.
+_EVENT_COLUMNS_V4: tuple[tuple[str, str], ...] = (("prefix_segments", "text?"),)
+
+
+def _v4(dialect: int) -> tuple[str, ...]:
+    return tuple(
+        f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+        for name, kind in _EVENT_COLUMNS_V4
+    )
+
+
+SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)))
+POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
-    n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2
+    n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -63,3 +63,36 @@ def request_block_hashes(
     if segs is None:
         return []
     return chained_block_hashes(segs, prompt_tokens, block_size)
+
+
+def segment_runs(block_hashes: Sequence[int]) -> list[tuple[int, int]]:
+    """The compact form of :func:`chained_block_hashes`' output: one ``(segment hash,
+    blocks)`` per segment that spans a full block, in order. Block ``j`` of a segment
+    with chained hash ``h`` is ``h ^ j``: ``b ^ j`` is ``h`` along the segment and
+    (but for a 64-bit collision) nowhere after it, so each segment's end is found by
+    bisection, O(segments x log blocks) rather than a look at every block. Segments
+    that span no full block are chained into the next one's hash: no entry needed."""
+    out: list[tuple[int, int]] = []
+    n = len(block_hashes)
+    start = 0
+    while start < n:
+        h = block_hashes[start] ^ start
+        lo, hi = start + 1, n  # the end lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if block_hashes[mid] ^ mid == h:
+                lo = mid + 1
+            else:
+                hi = mid
+        out.append((h, lo - start))
+        start = lo
+    return out
+
+
+def blocks_of_runs(runs: Sequence[Sequence[int]]) -> list[int]:
+    """Inverse of :func:`segment_runs`: the router's block hashes again."""
+    out: list[int] = []
+    for h, n in runs:
+        start = len(out)
+        out.extend(map(h.__xor__, range(start, start + n)))
+    return out
