@@ -96,7 +96,10 @@ def register(app: typer.Typer) -> None:
         if config is None:
             return
         try:
-            base = db_limits(data_dir(home), url or env_database_url())
+            meta = url or env_database_url()
+            # PostgreSQL metadata lives in the database; SQLite's beside the ledger
+            base = db_limits(Path(home or ".") if meta else
+                             data_dir(home, need="ledger.db", explicit_ok=True), meta)
             proposed_table = limit_table(base, load_limit_changes(limits) if limits else [])
             current_table = limit_table(base, load_limit_changes(against_limits)
                                         if against_limits else [])
