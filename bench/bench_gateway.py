@@ -19,6 +19,10 @@ what it changed, on the same machine at the same time.
 and with it off (``gateway-lean-log`` / ``gateway-lean-nolog``), and reports on over
 off (``access_log``). The other gateways keep the default (on, to stderr, which this
 script discards).
+
+``--slos`` likewise runs the governance-off gateway with three SLOs (two SLIs each,
+their live counters on the request path, the ledger-fed evaluation every second) and
+without (``gateway-lean-slo`` / ``gateway-lean-noslo``): ``slos``, on over off.
 """
 
 from __future__ import annotations
@@ -110,6 +114,18 @@ tenants: [{{name: bench}}]
 """
 
 
+SLO_CONFIG = """
+slo_alerting: {evaluate_every: 1s}
+slos:
+  - {name: ttft, selector: {model: m}, objective: 0.95,
+     slis: [{kind: ttft, threshold: 1s}, {kind: tpot, threshold: 100ms}]}
+  - {name: avail, selector: {model: m}, objective: 0.999,
+     slis: [{kind: availability}, {kind: latency, threshold: 5s}]}
+  - {name: bench-tenant, selector: {tenant: bench}, objective: 0.99,
+     slis: [{kind: availability}, {kind: ttft, threshold: 500ms}]}
+"""
+
+
 class Target:
     """One server under test: its URL, its processes (CPU is summed over them and their
     children) and the API key it wants."""
@@ -124,7 +140,8 @@ class Target:
 
 
 def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
-                  ack: str | None = None, access_log: bool = False) -> list[Target]:
+                  ack: str | None = None, access_log: bool = False,
+                  slos: bool = False) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -172,6 +189,9 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
         gateway("gateway-lean-log", lean_cfg + "observe: {access_log: {path: "
                 f"'{tmp / 'access.jsonl'}'}}}}\n", 1)
         gateway("gateway-lean-nolog", lean_cfg + "observe: {access_log: {enabled: false}}\n", 1)
+    if slos:
+        gateway("gateway-lean-slo", lean_cfg + SLO_CONFIG, 1)
+        gateway("gateway-lean-noslo", lean_cfg, 1)
     if workers > 1:
         passthrough(f"passthrough-x{workers}", "aiohttp", workers)
         gateway(f"gateway-x{workers}", "", workers)
@@ -228,6 +248,23 @@ async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
             "server_cpu_ms_per_request": 1e3 * used / max(1, len(lat))}
 
 
+def on_over_off(results: dict[str, dict[str, float]], on_name: str,
+                off_name: str) -> dict[str, Any]:
+    """One feature's cost: the gateway with it against the same gateway without."""
+    out: dict[str, Any] = {}
+    for mode in ("nonstream", "stream"):
+        for conc in (1, 32):
+            on = results[f"{mode}/c{conc}/{on_name}"]
+            off = results[f"{mode}/c{conc}/{off_name}"]
+            out[f"{mode}/c{conc}"] = {
+                "throughput_on_over_off": round(on["rps"] / off["rps"], 3),
+                "p50_ms_on_minus_off": round(on["p50_ms"] - off["p50_ms"], 3),
+                "cpu_ms_per_request_on_minus_off": round(
+                    on["server_cpu_ms_per_request"] - off["server_cpu_ms_per_request"], 4),
+            }
+    return out
+
+
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
 
@@ -235,7 +272,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack,
-                                args.access_log)
+                                args.access_log, args.slos)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
@@ -280,18 +317,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                         "added_p50_ms_over_passthrough_x": round(g["p50_ms"] - px["p50_ms"], 3),
                     }
     if args.access_log:
-        alog: dict[str, Any] = {}
-        for mode in ("nonstream", "stream"):
-            for conc in (1, 32):
-                on = results[f"{mode}/c{conc}/gateway-lean-log"]
-                off = results[f"{mode}/c{conc}/gateway-lean-nolog"]
-                alog[f"{mode}/c{conc}"] = {
-                    "throughput_on_over_off": round(on["rps"] / off["rps"], 3),
-                    "p50_ms_on_minus_off": round(on["p50_ms"] - off["p50_ms"], 3),
-                    "cpu_ms_per_request_on_minus_off": round(
-                        on["server_cpu_ms_per_request"] - off["server_cpu_ms_per_request"], 4),
-                }
-        ratios["access_log"] = alog
+        ratios["access_log"] = on_over_off(results, "gateway-lean-log", "gateway-lean-nolog")
+    if args.slos:
+        ratios["slos"] = on_over_off(results, "gateway-lean-slo", "gateway-lean-noslo")
     if args.baseline is not None:
         before_after: dict[str, Any] = {}
         for mode in ("nonstream", "stream"):
@@ -339,6 +367,8 @@ def main() -> None:
                     help="a checkout whose src/ also serves both gateways, for before/after")
     ap.add_argument("--access-log", action="store_true",
                     help="also measure the access log on (to a file) against off")
+    ap.add_argument("--slos", action="store_true",
+                    help="also measure three SLOs evaluated against none")
     run_and_print(main_async, ap.parse_args())
 
 

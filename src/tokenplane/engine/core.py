@@ -139,6 +139,9 @@ class Engine:
         self._rng = random.Random(seed)
         self._jitter = jitter
         self._c = _Counters()
+        # every step takes this many times as long (a degraded GPU, a noisy neighbour):
+        # the simulator's fault injection; 1.0 is healthy
+        self.slowdown = 1.0
 
     # --- requests ----------------------------------------------------------------------
     def add(self, req: EngineRequest, now: float) -> None:
@@ -322,6 +325,7 @@ class Engine:
             )
             if self._jitter > 0.0:
                 duration *= max(0.0, self._rng.gauss(1.0, self._jitter))
+            duration *= self.slowdown
         if self._loaded:
             duration += self._loaded * self._load_s_per_block
             self._loaded = 0
@@ -338,14 +342,15 @@ class Engine:
 
         Only when nothing waits, every running request is past its prompt (one token
         each), its prompt blocks are all offered to the prefix cache, the step's blocks
-        are free or evictable (no preemption), no host blocks load and no jitter draws
-        (so the run is the same as step by step); else it runs nothing."""
+        are free or evictable (no preemption), no host blocks load, no jitter draws and
+        no slowdown is injected (so the run is the same as step by step); else it runs
+        nothing."""
         emitted: dict[str, int] = {}
         finished: list[tuple[FinishedRequest, float]] = []
         running = self._running
         p = self.profile
         if (self._waiting or not running or self._jitter > 0.0 or self._loaded
-                or len(running) > p.max_num_batched_tokens):
+                or self.slowdown != 1.0 or len(running) > p.max_num_batched_tokens):
             return now, emitted, finished
         for seq in running:
             if (seq.num_tokens - seq.num_computed != 1 or seq.num_computed < seq.prompt_len

@@ -154,6 +154,17 @@ class RequestRecord:
         return self.slo.met(ttft_s=self.ttft, tpot_s=self.tpot, e2e_s=self.e2e)
 
 
+@dataclass(frozen=True, slots=True)
+class Slowdown:
+    """A fault to inject: replica ``replica``'s steps take ``factor`` times as long
+    between ``start_s`` and ``end_s`` of virtual time (a degraded GPU)."""
+
+    replica: int
+    start_s: float
+    end_s: float
+    factor: float
+
+
 class ClusterSim:
     """Runs one policy over one workload."""
 
@@ -165,8 +176,10 @@ class ClusterSim:
         cfg: ClusterConfig,
         protection: BudgetProtection | None = None,
         alias: str = MODEL,
+        slowdowns: Sequence[Slowdown] = (),
     ) -> None:
         self.policy = policy
+        self.slowdowns = tuple(slowdowns)
         # budget-protecting admission: the gateway's policy on the simulated clock,
         # fed every finished or shed request, deciding at each expiry tick
         self.protection = protection
@@ -412,6 +425,9 @@ class ClusterSim:
         self, busy: list[tuple[float, int]], pending: list[StepResult | None], now: float
     ) -> None:
         fast = self._fast_ok()
+        for s in self.slowdowns:
+            self.engines[s.replica].slowdown = (
+                s.factor if s.start_s <= now < s.end_s else 1.0)
         for i, eng in enumerate(self.engines):
             if pending[i] is None and eng.has_work():
                 t = now
