@@ -21,7 +21,7 @@ off (``access_log``). The other gateways keep the default (on, to stderr, which 
 script discards).
 
 ``--slos`` likewise runs the governance-off gateway with three SLOs (two SLIs each,
-their live counters on the request path, the ledger-fed evaluation every second) and
+their live counters on the request path, the ledger-fed evaluation every 10 s) and
 without (``gateway-lean-slo`` / ``gateway-lean-noslo``): ``slos``, on over off.
 """
 
@@ -115,7 +115,7 @@ tenants: [{{name: bench}}]
 
 
 SLO_CONFIG = """
-slo_alerting: {evaluate_every: 1s}
+slo_alerting: {evaluate_every: 10s}
 slos:
   - {name: ttft, selector: {model: m}, objective: 0.95,
      slis: [{kind: ttft, threshold: 1s}, {kind: tpot, threshold: 100ms}]}
@@ -167,6 +167,11 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
         store.close()
         cfg = tmp / f"{name}.yaml"
         metering = f"metering: {{ack: {ack}}}\n" if ack and src is None else ""
+        # the gateways run side by side: none takes the default metrics port (a tree
+        # from before the metrics listener knows no such key)
+        if src is None:
+            extra = extra.replace("observe: {", "observe: {metrics: {listen: null}, ", 1) \
+                if "observe: {" in extra else extra + "observe: {metrics: {listen: null}}\n"
         cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra + metering)
         port = free_port()
         env = {**os.environ, "TOKENPLANE_HOME": str(home)}

@@ -3,6 +3,8 @@ a time range (what the client finally got), for SLO evaluation and replay."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.stores.base import LedgerSink, row_event
 
@@ -17,3 +19,21 @@ ORDER BY e.ts
 async def last_attempts(sink: LedgerSink, since: float, until: float) -> list[UsageEvent]:
     rows = await sink.fetch(_LAST_ATTEMPTS, [since, until])
     return [row_event(r) for r in rows]
+
+
+# What an SLI needs of a row (slo.facts): read alone, and without the last-attempt
+# subquery (the SLO feed keeps each request's highest attempt itself), this is the
+# cheap read of the gateway's repeated evaluation rounds.
+SLO_COLUMNS = ("request_id", "attempt", "ts", "model", "tenant", "department", "app",
+               "slo_class", "status", "http_status", "error_code", "stream", "arrival_ts",
+               "first_token_ts", "last_token_ts", "output_tokens", "model_version")
+_SLO_ROWS = f"""
+SELECT {", ".join(SLO_COLUMNS)} FROM usage_events
+WHERE ts >= ? AND ts < ?
+ORDER BY ts
+"""
+
+
+async def slo_rows(sink: LedgerSink, since: float, until: float) -> list[dict[str, Any]]:
+    """Every attempt that ended in ``[since, until)``, only the columns SLOs read."""
+    return await sink.fetch(_SLO_ROWS, [since, until])

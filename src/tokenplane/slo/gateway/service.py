@@ -16,13 +16,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from tokenplane.metering.request_history import last_attempts
+from tokenplane.metering.request_history import slo_rows
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.periodic import Periodic
 from tokenplane.scheduling.scheduler import ClassRestriction
 from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
-from tokenplane.slo.facts import facts_from_event
+from tokenplane.slo.facts import facts_from_row
 from tokenplane.slo.feed import LedgerFeed
 from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.protection import BudgetProtection
@@ -38,7 +38,7 @@ class SloService:
         sink: Callable[[], LedgerSink],
         *,
         refresh_s: float = 10.0,
-        overlap_s: float = 300.0,
+        overlap_s: float = 30.0,
         reload_s: float = 3600.0,
         clock: Callable[[], float] = time.time,
         alerting: SloAlerting | None = None,
@@ -95,9 +95,8 @@ class SloService:
                         d.spec.alias, d.spec.stable, d.verdict.reason)
 
     async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
-        events = await last_attempts(self.sink(), since, until + 1.0)
-        feed.take((e.request_id, e.attempt, facts_from_event(e, e.slo_class or ""))
-                  for e in events)
+        rows = await slo_rows(self.sink(), since, until + 1.0)
+        feed.take((r["request_id"], int(r["attempt"]), facts_from_row(r)) for r in rows)
 
     def status(self, now: float | None = None, tenant: str | None = None) -> list[SliStatus]:
         """Every SLO's state; with ``tenant``, only the SLOs whose selector names that
