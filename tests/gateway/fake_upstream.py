@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -75,12 +76,25 @@ class FakeUpstream:
         self.hung = 0  # "hang" requests received
         self.flood_bytes = 0
         self.flooding = 0
+        self._changed = threading.Condition()  # notified whenever a counter moves
+
+    def _moved(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, cond: Callable[[FakeUpstream], bool], timeout: float,
+                   what: str) -> None:
+        """Block (another thread) until ``cond(self)`` holds; fail with ``what``."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: cond(self), timeout):
+                raise AssertionError(what)
 
     async def _flood(self, request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
         batch = FLOOD_EVENT * 50
         self.flooding += 1
+        self._moved()
         try:
             for _ in range(FLOOD // 50):
                 await resp.write(batch)  # waits while the reader takes nothing
@@ -88,6 +102,7 @@ class FakeUpstream:
             await resp.write(b"data: [DONE]\n\n")
         finally:
             self.flooding -= 1
+            self._moved()
         return resp
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -106,10 +121,12 @@ class FakeUpstream:
             return await _chat(request, body)
         self.hung += 1
         self.hanging += 1
+        self._moved()
         try:
             await asyncio.Event().wait()  # cancelled when the connection closes
         finally:
             self.hanging -= 1
+            self._moved()
         raise AssertionError("unreachable")
 
     @property

@@ -5,8 +5,8 @@ gives back every admission reservation at once."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,14 @@ def _metric(port: int, name: str) -> float:
     raise AssertionError(f"{name} not in the engine's metrics")
 
 
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+def _engine_until(port: int, running: int, timeout: float, what: str) -> None:
+    """Poll the simulated engine's ``vllm:num_requests_running`` (another process: no
+    event to wait on) until it reads ``running``; each poll is an HTTP round trip, so
+    no sleep is needed between them."""
     deadline = time.monotonic() + timeout
-    while not cond():
+    while _metric(port, "vllm:num_requests_running") != running:
         if time.monotonic() > deadline:
             raise AssertionError(what)
-        time.sleep(0.02)
 
 
 def test_a_client_that_leaves_a_non_stream_call_stops_the_engine(tmp_path: Path) -> None:
@@ -57,12 +59,10 @@ def test_a_client_that_leaves_a_non_stream_call_stops_the_engine(tmp_path: Path)
         with Client(gw.port) as c:
             c.send(request("POST", "/v1/chat/completions", body, headers={
                 "authorization": f"Bearer {key}", "content-type": "application/json"}))
-            _until(lambda: _metric(port, "vllm:num_requests_running") == 1, 10,
-                   "the request did not reach the engine")
+            _engine_until(port, 1, 10, "the request did not reach the engine")
         # the client gave up (as one whose SDK timed out after 1 s does)
         # without the fix the engine generates all 2,500 tokens (25 s)
-        _until(lambda: _metric(port, "vllm:num_requests_running") == 0, 5,
-               "the engine kept generating after the client left")
+        _engine_until(port, 0, 5, "the engine kept generating after the client left")
         generated = _metric(port, "vllm:generation_tokens_total")
         assert generated < 1000  # stopped within a few steps of the client leaving
         gw.stop()
@@ -92,11 +92,13 @@ def test_clients_that_leave_hung_calls_give_back_their_slots(tmp_path: Path) -> 
         for c in clients:
             c.send(request("POST", "/v1/chat/completions", body, headers={
                 "authorization": f"Bearer {key}", "content-type": "application/json"}))
-        _until(lambda: upstream.hanging == n, 10, "the hung calls did not reach the upstream")
+        upstream.wait_until(lambda u: u.hanging == n, 10,
+                            "the hung calls did not reach the upstream")
         for c in clients:
             c.close()  # they give up
         # the gateway dropped its upstream connections (the upstream saw them close)
-        _until(lambda: upstream.hanging == 0, 5, "the gateway kept its upstream connections")
+        upstream.wait_until(lambda u: u.hanging == 0, 5,
+                            "the gateway kept its upstream connections")
         # and gave back every max_concurrent slot: n new calls run at once
         with openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0) as client, \
                 ThreadPoolExecutor(n) as pool:
@@ -132,7 +134,7 @@ def test_a_client_that_leaves_a_silent_stream_is_noticed_at_once(tmp_path: Path)
             while b"\r\n\r\n" not in head:  # the stream started: the gateway relays
                 head += c.sock.recv(4096)
             assert head.startswith(b"HTTP/1.1 200")
-        _until(lambda: upstream.hanging == 0, 5, "the gateway kept the silent stream")
+        upstream.wait_until(lambda u: u.hanging == 0, 5, "the gateway kept the silent stream")
         gw.stop()
         (row,) = gw.ledger_rows("app = 'silent'")
         assert (row["status"], row["http_status"], row["error_code"]) == \
@@ -154,10 +156,12 @@ def test_a_stream_whose_client_left_before_its_head_is_still_finished(
         key = gw.create_key("one", app="early")
         start_stream = FrontConnection.start_stream
         calls: list[int] = []
+        reached = threading.Event()
 
         def gone_once(self: FrontConnection, *args: Any) -> None:
             calls.append(1)
             if len(calls) == 1:
+                reached.set()
                 raise ConnectionResetError("the client closed the connection")
             start_stream(self, *args)
 
@@ -167,7 +171,7 @@ def test_a_stream_whose_client_left_before_its_head_is_still_finished(
         with Client(gw.port, timeout=5) as c:
             c.send(request("POST", "/v1/chat/completions", orjson.dumps(body), headers={
                 "authorization": f"Bearer {key}", "content-type": "application/json"}))
-            _until(lambda: len(calls) == 1, 10, "the stream did not reach its head")
+            assert reached.wait(10), "the stream did not reach its head"
         # the only max_concurrent slot is free again
         resp = httpx.post(gw.base_url + "/chat/completions", timeout=30, json=body,
                           headers={"authorization": f"Bearer {key}"})

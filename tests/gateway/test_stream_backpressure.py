@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
@@ -23,14 +23,6 @@ from tokenplane.pipeline.relayed import FOLD_BYTES
 from tokenplane.pipeline.upstream_call import relay, relayed_text
 from tokenplane.upstream.http1_client import H1Connection
 from tokenplane.upstream.types import UpstreamResponse
-
-
-def _until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(what)
-        time.sleep(0.02)
 
 
 def _retained(relayed: object) -> int:
@@ -100,8 +92,8 @@ def test_a_client_that_reads_nothing_stops_the_upstream_and_is_ended(
         start = time.monotonic()
         # the client reads nothing: the stream is ended after the stall time, and the
         # gateway drops the upstream connection (the flood stops, unfinished)
-        _until(lambda: upstream.flood_bytes > 0 and upstream.flooding == 0, 15,
-               "the stalled stream was not ended")
+        upstream.wait_until(lambda u: u.flood_bytes > 0 and u.flooding == 0, 15,
+                            "the stalled stream was not ended")
         assert time.monotonic() - start < 10
         assert upstream.flood_bytes < FLOOD * len(FLOOD_EVENT)  # cut short
         # the gateway read a bounded amount of the upstream's flood
