@@ -179,9 +179,11 @@ def api_error_code(exc: openai.APIStatusError) -> str | None:
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
 def test_config_check_accepts(path: Path) -> None:
-    # observe.yaml names a metrics token variable: serve refuses to start without it,
-    # and so does config check
-    out = cli("config", "check", str(path), env={"TOKENPLANE_METRICS_TOKEN": "t"})
+    # as a user runs it: no secrets in the environment (observe.yaml's metrics token
+    # variable is only warned about; serve refuses to start without it)
+    env = {k: v for k, v in os.environ.items() if k != "TOKENPLANE_METRICS_TOKEN"}
+    out = subprocess.run([sys.executable, "-m", "tokenplane", "config", "check", str(path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().endswith(")") and ": ok (" in out.stdout
 

@@ -24,7 +24,7 @@ import typer
 
 from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
-from tokenplane.compose.preflight import preflight
+from tokenplane.compose.preflight import host_errors, preflight
 from tokenplane.config.schema import GatewayConfig, listen_address
 from tokenplane.observe.peers import clear_last
 
@@ -217,11 +217,13 @@ def register(app: typer.Typer) -> None:
                 typer.echo(line, err=True)
             raise typer.Exit(2) from None
         found = preflight(cfg)  # what `config check` builds: refused here the same way
+        missing = host_errors(cfg)  # and the secrets this host must give it
         for line in found.warnings:
-            typer.echo(f"warning: {line}", err=True)
-        for line in found.errors:
+            if not any(line.startswith(m) for m in missing):
+                typer.echo(f"warning: {line}", err=True)
+        for line in found.errors + missing:
             typer.echo(line, err=True)
-        if found.errors:
+        if found.errors or missing:
             raise typer.Exit(2)
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port

@@ -102,11 +102,21 @@ def preflight(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Fi
     except (ValueError, TypeError) as exc:
         out.errors.append(f"scheduling.classes: {exc}")
     out.errors += _governance_errors(config)
+    # the environment is the host's, not the file's (check runs where secrets are
+    # absent, as in CI): warnings here; serve, on its host, refuses to start on them
+    out.warnings += [f"{e}; serve refuses to start until it is set" for e in host_errors(config)]
+    return out
+
+
+def host_errors(config: GatewayConfig) -> list[str]:
+    """What this host's environment lacks for ``config``: the secrets serve must have
+    (the metrics token; an upstream's key is only warned about, as the upstream may
+    want none)."""
     try:
         metrics_token(config.observe.metrics)  # the token serve's /metrics will want
     except ValueError as exc:
-        out.errors.append(str(exc))
-    return out
+        return [str(exc)]
+    return []
 
 
 def backend_warnings(b: BackendConfig, where: str, env: Mapping[str, str]) -> list[str]:
