@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import httpx
+
 
 def start_sim(port: int = 0, replicas: int = 1, profile: str = "instant",
               timeout: float = 60, model: str | None = None,
@@ -47,3 +49,12 @@ def stop_sim(proc: subprocess.Popen[bytes], kill: bool = False) -> None:
     proc.wait(20)
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+def engine_metric(port: int, name: str) -> float:
+    """One sample of a simulated replica's vLLM-style ``/metrics``."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the engine's metrics")

@@ -19,17 +19,9 @@ import pytest
 from tests.gateway.fake_upstream import FakeUpstream
 from tests.gateway.harness import GatewayThread, sim_config
 from tests.gateway.raw_http import Client, request
-from tests.gateway.sim_process import start_sim, stop_sim
+from tests.gateway.sim_process import engine_metric, start_sim, stop_sim
 from tokenplane.api.front.protocol import FrontConnection
 from tokenplane.meta.limit_store import LimitTarget
-
-
-def _metric(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} not in the engine's metrics")
 
 
 def _engine_until(port: int, running: int, timeout: float, what: str) -> None:
@@ -37,7 +29,7 @@ def _engine_until(port: int, running: int, timeout: float, what: str) -> None:
     event to wait on) until it reads ``running``; each poll is an HTTP round trip, so
     no sleep is needed between them."""
     deadline = time.monotonic() + timeout
-    while _metric(port, "vllm:num_requests_running") != running:
+    while engine_metric(port, "vllm:num_requests_running") != running:
         if time.monotonic() > deadline:
             raise AssertionError(what)
 
@@ -63,7 +55,7 @@ def test_a_client_that_leaves_a_non_stream_call_stops_the_engine(tmp_path: Path)
         # the client gave up (as one whose SDK timed out after 1 s does)
         # without the fix the engine generates all 2,500 tokens (25 s)
         _engine_until(port, 0, 5, "the engine kept generating after the client left")
-        generated = _metric(port, "vllm:generation_tokens_total")
+        generated = engine_metric(port, "vllm:generation_tokens_total")
         assert generated < 1000  # stopped within a few steps of the client leaving
         gw.stop()
         (row,) = gw.ledger_rows("app = 'left'")

@@ -12,15 +12,7 @@ import aiohttp
 import httpx
 
 from tests.gateway.harness import GatewayThread
-from tests.gateway.sim_process import start_sim, stop_sim
-
-
-def _metric(port: int, name: str) -> float:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"{name} not in the engine's metrics")
+from tests.gateway.sim_process import engine_metric, start_sim, stop_sim
 
 
 def test_disconnect_over_http_stops_the_engine(tmp_path: Path) -> None:
@@ -60,9 +52,9 @@ def test_disconnect_over_http_stops_the_engine(tmp_path: Path) -> None:
             "model": "sim-llama3-8b", "max_tokens": 20,
             "messages": [{"role": "user", "content": "count to twenty"}]}).json()
         assert probe["usage"]["completion_tokens"] > 0
-        assert _metric(port, "vllm:num_requests_running") == 0, \
+        assert engine_metric(port, "vllm:num_requests_running") == 0, \
             "the engine kept generating after the client left"
-        generated = (_metric(port, "vllm:generation_tokens_total")
+        generated = (engine_metric(port, "vllm:generation_tokens_total")
                      - probe["usage"]["completion_tokens"])
         assert generated < 3000
         rows = gw.ledger_rows("app = 'disc'")

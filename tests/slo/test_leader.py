@@ -13,7 +13,7 @@ from tokenplane.slo.gateway.leader import FileLeader, PgLeader, RedisLeader
 
 
 async def test_file_lock_one_leader(tmp_path: Path) -> None:
-    a, b = FileLeader(tmp_path / "l.lock"), FileLeader(tmp_path / "l.lock")
+    a, b = FileLeader(tmp_path / "lead"), FileLeader(tmp_path / "lead")
     assert await a.acquire() and await a.acquire()  # keeps it
     assert not await b.acquire()
     await a.release()

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from tests.metering.factories import make_event
-from tokenplane.metering.events import EVENT_COLUMNS
+from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.stores.base import LedgerSink, event_row, row_event
 from tokenplane.metering.stores.open import open_sink
 
@@ -77,26 +77,35 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
         await sink.close()
 
 
+async def _old_ledger(sink_target: str, monkeypatch: pytest.MonkeyPatch, migrations_done: int,
+                      event: UsageEvent, missing: tuple[str, ...]) -> None:
+    """A ledger with only the first ``migrations_done`` migrations, holding ``event``
+    without the ``missing`` columns (those later migrations add)."""
+    from tokenplane.metering.stores import migrations, postgres, sqlite
+
+    with monkeypatch.context() as m:
+        m.setattr(sqlite, "SQLITE_MIGRATIONS", migrations.SQLITE_MIGRATIONS[:migrations_done])
+        m.setattr(postgres, "POSTGRES_MIGRATIONS",
+                  migrations.POSTGRES_MIGRATIONS[:migrations_done])
+        old = await open_sink(sink_target)
+        try:
+            columns = [c for c in EVENT_COLUMNS if c not in missing]
+            row = dict(zip(EVENT_COLUMNS, event_row(event), strict=True))
+            marks = ", ".join("?" for _ in columns)
+            await old.execute(
+                f"INSERT INTO usage_events ({', '.join(columns)}) VALUES ({marks})",
+                [row[c] for c in columns],
+            )
+        finally:
+            await old.close()
+
+
 async def test_a_v1_ledger_gains_the_slo_class_column(
     sink_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
-    from tokenplane.metering.stores import migrations, postgres, sqlite
-
-    monkeypatch.setattr(sqlite, "SQLITE_MIGRATIONS", migrations.SQLITE_MIGRATIONS[:1])
-    monkeypatch.setattr(postgres, "POSTGRES_MIGRATIONS", migrations.POSTGRES_MIGRATIONS[:1])
-    old = await open_sink(sink_target)
-    try:
-        columns = [c for c in EVENT_COLUMNS if c not in ("slo_class", "prefix_segments")]
-        row = dict(zip(EVENT_COLUMNS, event_row(make_event(1)), strict=True))
-        marks = ", ".join("?" for _ in columns)
-        await old.execute(
-            f"INSERT INTO usage_events ({', '.join(columns)}) VALUES ({marks})",
-            [row[c] for c in columns],
-        )
-    finally:
-        await old.close()
-    monkeypatch.undo()
+    await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
+                      ("slo_class", "prefix_segments"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == [2, 3, 4]  # type: ignore[attr-defined]
@@ -115,23 +124,8 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
 ) -> None:
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
-    from tokenplane.metering.stores import migrations, postgres, sqlite
-
-    monkeypatch.setattr(sqlite, "SQLITE_MIGRATIONS", migrations.SQLITE_MIGRATIONS[:3])
-    monkeypatch.setattr(postgres, "POSTGRES_MIGRATIONS", migrations.POSTGRES_MIGRATIONS[:3])
-    old = await open_sink(sink_target)
-    try:
-        columns = [c for c in EVENT_COLUMNS if c != "prefix_segments"]
-        row = dict(zip(EVENT_COLUMNS, event_row(make_event(1, slo_class="batch")),
-                       strict=True))
-        marks = ", ".join("?" for _ in columns)
-        await old.execute(
-            f"INSERT INTO usage_events ({', '.join(columns)}) VALUES ({marks})",
-            [row[c] for c in columns],
-        )
-    finally:
-        await old.close()
-    monkeypatch.undo()
+    await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
+                      ("prefix_segments",))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == [4]  # type: ignore[attr-defined]

@@ -4,7 +4,7 @@
   connection of its own; whoever holds it leads until that connection goes.
 - else Redis configured (``redis_url``): ``SET key token NX PX ttl``, renewed by the
   leader each round (compare-and-expire), so a dead leader's lock lapses in ``ttl``.
-- else: an ``flock`` on ``<data dir>/slo-leader.lock``, which the workers of one
+- else: an ``flock`` on ``<data dir>/slo-leader/lock``, which the workers of one
   host share (a process that dies releases it).
 
 ``acquire`` is called each evaluation round: it keeps (renews) the lead or tries to
@@ -14,10 +14,8 @@ take it, and says whether this process leads now.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
-import os
 import secrets
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +23,7 @@ from typing import Any, Protocol
 import asyncpg
 import redis.asyncio as aioredis
 
+from tokenplane.metering.journal.files import WriterLock
 from tokenplane.metering.stores.open import is_postgres_url
 from tokenplane.metering.stores.postgres import split_schema
 
@@ -45,26 +44,17 @@ class Leadership(Protocol):
 
 
 class FileLeader:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
+    """The lead among one host's workers: the journal's own ``WriterLock`` (an
+    ``flock`` the kernel drops with its process) on ``<dir>/lock``."""
+
+    def __init__(self, lock_dir: Path) -> None:
+        self.lock = WriterLock(lock_dir)
 
     async def acquire(self) -> bool:
-        if self._fd is not None:
-            return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
+        return self.lock.try_acquire()
 
     async def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor drops the lock
-            self._fd = None
+        self.lock.release()
 
 
 def advisory_key(name: str) -> int:
@@ -136,4 +126,4 @@ def open_leadership(
         return PgLeader(dsn, schema)
     if redis_url:
         return RedisLeader(redis_url, f"{redis_prefix}slo:leader", 3 * interval_s)
-    return FileLeader(home / "slo-leader.lock")
+    return FileLeader(home / "slo-leader")
