@@ -54,3 +54,14 @@ def test_a_stop_stops_everyone_and_restarts_nothing() -> None:
     watcher.join()
     assert sup.restarts == 0
     assert all(s.proc is None for s in sup.slots)
+
+
+def test_it_announces_once_when_every_worker_serves() -> None:
+    announced: list[bool] = []
+    sup = Supervisor(CTX, targets.serve_until_term, 2,
+                     on_all_serving=lambda _: announced.append(
+                         all(s.served for s in sup.slots)))
+    watcher = _stop_when(sup, lambda: bool(announced))
+    assert sup.run() == 0
+    watcher.join()
+    assert announced == [True]  # once, and only when both served

@@ -111,7 +111,8 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
     cfg = load_config(cfg_path)
     app = build_app(cfg, worker_id=f"w{index}", workers=workers)
     settle_heap()
-    banner = None if index else _banner(host, port, workers, cfg.observe.metrics.listen)
+    # one process serves: it says so itself; several: the supervisor does, once all serve
+    banner = _banner(host, port, workers, cfg.observe.metrics.listen) if workers == 1 else None
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(_serve(app, host, port, workers, banner, early, ready))
 
@@ -239,7 +240,9 @@ def register(app: typer.Typer) -> None:
         counters = _host_counters(cfg, n)
         target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
         try:
-            code = Supervisor(multiprocessing.get_context("spawn"), target, n).run()
+            code = Supervisor(multiprocessing.get_context("spawn"), target, n,
+                              on_all_serving=_banner(h, p, n, cfg.observe.metrics.listen)
+                              ).run()
         finally:
             if counters is not None:
                 counters.stop()

@@ -49,8 +49,11 @@ class _Slot:
 class Supervisor:
     def __init__(self, ctx: SpawnContext, target: WorkerTarget, workers: int, *,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0,
-                 stable_s: float = 30.0, poll_s: float = 0.5) -> None:
+                 stable_s: float = 30.0, poll_s: float = 0.5,
+                 on_all_serving: Callable[[str], None] | None = None) -> None:
         self.ctx = ctx
+        # called once, when every worker of the first start serves (the banner)
+        self.on_all_serving = on_all_serving
         self.target = target
         self.slots = [_Slot(i) for i in range(workers)]
         self.backoff_initial_s = backoff_initial_s
@@ -120,6 +123,10 @@ class Supervisor:
         for s in self.slots:
             self._check_ready(s)
             self._check_exit(s)
+        if self.on_all_serving is not None and all(s.served for s in self.slots):
+            announce, self.on_all_serving = self.on_all_serving, None
+            if self.stopping is None:
+                announce("")
         now = time.monotonic()
         for s in self.slots:
             if s.restart_at is not None and s.restart_at <= now and self.stopping is None:
