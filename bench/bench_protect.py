@@ -7,7 +7,9 @@ bracketed and bisected; then, at 1.3 L, the same workload runs without and with
 protection of the interactive SLO (objective 0.99, engage above 1x burn over 5
 minutes, release at 0.5x; batch held to a tenth of the gate and shed after 5 s of
 waiting). Prints one JSON document: the knee, then for both runs the interactive
-SLO attainment and what batch got (completed, within its deadline, shed, waits).
+SLO attainment and what batch got (completed, within its deadline, shed, waits),
+and a third run with no batch traffic at all: the ceiling of what any batch
+admission policy could give the interactive half at that load.
 
 Usage: python bench/bench_protect.py [--slice 0] [--loads 8:20:1] [--out FILE]
 """
@@ -43,9 +45,13 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run(load: float, slice_s: float, protect: bool) -> dict[str, Any]:
+def run(load: float, slice_s: float, protect: bool, with_batch: bool = True) -> dict[str, Any]:
+    """One run; ``with_batch=False`` drops the batch half altogether (the most any batch
+    admission policy could give interactive traffic: its ceiling)."""
     trace = scale_load(slice_trace(load_trace(AZURE), 0.0, slice_s or None), load)
     wl = assign(trace, WorkloadRules(batch_fraction=0.5, seed=0))
+    if not with_batch:
+        wl = [r for r in wl if r.slo_class != "batch"]
     sim = ClusterSim(builtin_policies()[DEFAULT_PROFILE], get_profile(ENGINE),
                      default_slo_classes(), ClusterConfig(replicas=8),
                      protection=BudgetProtection([SPEC], [SLO]) if protect else None)
@@ -61,14 +67,14 @@ def run(load: float, slice_s: float, protect: bool) -> dict[str, Any]:
         "requests": len(recs),
         "interactive_attainment": sum(
             1 for r in inter if r.done and not r.shed and r.ttft <= 1.0) / len(inter),
-        "batch_completed": sum(1 for r in batch if r.done and not r.shed) / len(batch),
-        "batch_within_deadline": sum(r.met_slo() for r in batch) / len(batch),
-        "batch_shed": sum(1 for r in batch if r.shed) / len(batch),
+        "batch_completed": sum(1 for r in batch if r.done and not r.shed) / max(1, len(batch)),
+        "batch_within_deadline": sum(r.met_slo() for r in batch) / max(1, len(batch)),
+        "batch_shed": sum(1 for r in batch if r.shed) / max(1, len(batch)),
         "batch_mean_wait_s": (q.wait_sum_s / max(1, q.released)) if q else None,
         "restricted_s": sim.restricted_s,
         "sim_wall_s": round(wall, 1),
     }
-    log(f"  load {load} protect={protect}: {out}")
+    log(f"  load {load} protect={protect} batch={with_batch}: {out}")
     return out
 
 
@@ -106,7 +112,8 @@ def main() -> None:
                     "release_burn_rate": SPEC.release_burn_rate, "window_s": SPEC.window_s,
                     "gate_fraction": SPEC.gate_fraction, "max_wait_s": SPEC.max_wait_s},
         "at_1_3x": {"load": at, "off": run(at, args.slice, False),
-                    "on": run(at, args.slice, True)},
+                    "on": run(at, args.slice, True),
+                    "interactive_alone": run(at, args.slice, False, with_batch=False)},
     }
     text = json.dumps(result, indent=2)
     if args.out:
