@@ -6,8 +6,10 @@ the same counts in the PDF; a tampered log fails verification in the report."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -56,12 +58,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                                max_retries=0)
 
         def ask(client: openai.OpenAI, text: str, **kw: Any) -> None:
-            try:
+            with contextlib.suppress(openai.BadRequestError):  # the blocked ones
                 client.chat.completions.create(
                     model=MODEL, max_tokens=4, messages=[{"role": "user", "content": text}],
                     **kw)
-            except openai.BadRequestError:
-                pass
 
         ask(acme, "Write to jane.doe@example.com about the offsite.")
         ask(acme, "Forward it to bob@example.org and eve@example.net as well.")
@@ -145,8 +145,6 @@ def test_one_tenant_in_a_pdf(served: tuple[Path, Path], tmp_path: Path) -> None:
 def test_a_tampered_log_fails_in_the_report(served: tuple[Path, Path], tmp_path: Path) -> None:
     home, _ = served
     copy = tmp_path / "copy"
-    import shutil
-
     shutil.copytree(home, copy)
     cfg = yaml.safe_load((home / "gateway.yaml").read_text())
     (copy / "gateway.yaml").write_text(yaml.safe_dump({**cfg, "data_dir": str(copy)}))
