@@ -40,17 +40,6 @@ def is_cjk(unit: str) -> bool:
     return len(unit) == 1 and _CJK_RE.match(unit) is not None
 
 
-def query_terms(text: str) -> list[str]:
-    """Ranking terms of a query: its units, plus the bigram of each two adjacent CJK
-    characters (so a Chinese word of two characters matches as a whole)."""
-    us = units(text)
-    out = list(us)
-    for a, b in zip(us, us[1:], strict=False):
-        if is_cjk(a) and is_cjk(b):
-            out.append(a + b)
-    return out
-
-
 def sentence_ends(text: str) -> list[int]:
     """Offsets just past each sentence end (trailing whitespace included), ascending;
     the text's end is not included unless a sentence ends there."""

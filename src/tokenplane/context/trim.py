@@ -108,6 +108,6 @@ def trim_history(messages: Sequence[Message], count: Callable[[list[Message]], i
         else:
             hi = mid - 1
     kept = build(lo)
-    keep = set(kept)
-    dropped = [i for i in range(len(messages)) if i not in keep]
+    kept_set = set(kept)
+    dropped = [i for i in range(len(messages)) if i not in kept_set]
     return Trimmed([messages[i] for i in kept], best, dropped, total - best)
