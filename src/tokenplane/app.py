@@ -198,7 +198,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log)
+        access_log, context=config.context)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),

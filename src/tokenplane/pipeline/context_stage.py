@@ -1,0 +1,179 @@
+"""The context stage (after validation, before the input guard and counting):
+takes tokenplane's extension objects out of a chat body and acts on them.
+
+- ``tokenplane.context``: the documents are packed (``context/packer.py``) with the
+  model's own tokenizer into a budget, and the block goes into the prompt as a message
+  of its own named ``context`` (so it counts as the ``context`` source): a ``system``
+  message right after the leading system prompt (the default: the prompt's prefix
+  stays cacheable and the user's turn is left as written) or, with ``placement:
+  user``, a ``user`` message just before the current turn. Everything after (the
+  guard, counting, admission, the window check) sees the prompt as it is sent.
+  The budget: ``budget_tokens``, else ``budget_share`` of the window, else the
+  configured default share, never more than the window less the rest of the prompt
+  and the output reservation. The answer carries the citation map: the
+  ``x-tokenplane-citations`` header (compact JSON, marker -> document id; every
+  answer, streams too) and a ``tokenplane`` object on a non-stream body.
+- ``tokenplane.pinned`` on a message: noted for history trimming.
+
+Neither object reaches the upstream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from tokenplane.config.context_schema import ContextConfig
+from tokenplane.context.packer import ContextPacker, has_all_scores
+from tokenplane.context.wire import documents, duplicate_id, options, user_turn
+from tokenplane.errors import invalid
+from tokenplane.operations.context_fields import EXTENSION
+from tokenplane.pipeline.context import RequestContext
+from tokenplane.tokens.model_counters import ModelCounters
+
+CITATIONS_HEADER = "x-tokenplane-citations"
+CONTEXT_NAME = "context"
+
+
+def strip_marks(messages: list[Any]) -> tuple[list[Any], frozenset[int]]:
+    """The messages without their ``tokenplane`` objects (copied only where one is),
+    and the indices of the pinned ones."""
+    pinned: set[int] = set()
+    out: list[Any] | None = None
+    for i, m in enumerate(messages):
+        if type(m) is dict and EXTENSION in m:
+            if out is None:
+                out = list(messages)
+            marks = m[EXTENSION]
+            if isinstance(marks, dict) and marks.get("pinned") is True:
+                pinned.add(i)
+            out[i] = {k: v for k, v in m.items() if k != EXTENSION}
+    return (out if out is not None else messages), frozenset(pinned)
+
+
+def insert_at(messages: list[Any], placement: str) -> int:
+    """Where the context message goes: after the leading system / developer messages,
+    or just before the last user message."""
+    if placement == "user":
+        return max((i for i, m in enumerate(messages) if m.get("role") == "user"),
+                   default=len(messages))
+    i = 0
+    while i < len(messages) and messages[i].get("role") in ("system", "developer"):
+        i += 1
+    return i
+
+
+class ContextStage:
+    def __init__(self, counters: ModelCounters, config: ContextConfig,
+                 packer: ContextPacker | None = None) -> None:
+        self.counters = counters
+        self.config = config
+        self.packer = packer if packer is not None else ContextPacker()
+
+    async def run(self, ctx: RequestContext) -> None:
+        field = ctx.operation.messages_field
+        if field is None:
+            return
+        body = ctx.body
+        messages = body.get(field)
+        if not isinstance(messages, list):
+            return
+        ext = body.get(EXTENSION)
+        messages, pinned = strip_marks(messages)
+        if ext is None and messages is body[field]:
+            return
+        body = {k: v for k, v in body.items() if k != EXTENSION}
+        body[field] = messages
+        ctx.body = body
+        ctx.pinned = pinned
+        spec = ext.get("context") if isinstance(ext, dict) else None
+        if spec is not None:
+            self._pack(ctx, field, spec)
+
+    def _budget(self, ctx: RequestContext, spec: dict[str, Any], field: str,
+                placement: str) -> int:
+        assert ctx.model is not None
+        window = ctx.model.context_window
+        tokens, share = spec.get("budget_tokens"), spec.get("budget_share")
+        if tokens is not None and share is not None:
+            raise invalid("Give 'tokenplane.context.budget_tokens' or 'budget_share', not "
+                          "both.", param="tokenplane.context.budget_share",
+                          code="invalid_value")
+        if share is not None and share <= 0:
+            raise invalid(f"'tokenplane.context.budget_share' must be greater than 0, got "
+                          f"{share}", param="tokenplane.context.budget_share",
+                          code="invalid_value")
+        if tokens is None:
+            tokens = int(window * (share if share is not None
+                                   else self.config.default_budget_share))
+        # what the rest of the prompt and the output leave (with an empty context message)
+        probe = list(ctx.body[field])
+        probe.insert(insert_at(probe, placement),
+                     {"role": placement, "name": CONTEXT_NAME, "content": ""})
+        rest = self.counters.count(ctx.model, ctx.operation,
+                                   {**ctx.body, field: probe}).counts.prompt
+        overflow = ctx.model.overflow
+        reserve = ctx.max_tokens or (overflow.reserve_output_tokens if overflow else 1)
+        return max(0, min(int(tokens), window - rest - reserve))
+
+    def _pack(self, ctx: RequestContext, field: str, spec: dict[str, Any]) -> None:
+        assert ctx.model is not None
+        items = spec["documents"]
+        if len(items) > self.config.max_documents:
+            raise invalid(f"'tokenplane.context.documents' has {len(items)} documents; at "
+                          f"most {self.config.max_documents} are accepted.",
+                          param="tokenplane.context.documents", code="too_many_documents")
+        dup = duplicate_id(items)
+        if dup is not None:
+            param = f"tokenplane.context.documents[{dup}].id"
+            raise invalid(f"'{param}' repeats the id {items[dup]['id']!r}", param=param,
+                          code="invalid_value")
+        raw_opts = spec.get("options") or {}
+        opts = options(raw_opts)
+        docs = documents(items)
+        if opts.rank == "scores" and not has_all_scores(docs):
+            raise invalid("'tokenplane.context.options.rank' is 'scores' but not every "
+                          "document has a score", param="tokenplane.context.options.rank",
+                          code="invalid_value")
+        placement = raw_opts.get("placement") or self.config.placement
+        budget = self._budget(ctx, spec, field, placement)
+        model = ctx.model
+        packed = self.packer.pack(user_turn(ctx.body[field]), docs, budget,
+                                  lambda t: self.counters.count_text(model, t), opts)
+        ctx.packed = packed
+        if packed.text:
+            messages = list(ctx.body[field])
+            at = insert_at(messages, placement)
+            messages.insert(at, {"role": placement, "name": CONTEXT_NAME,
+                                 "content": packed.text})
+            ctx.body[field] = messages
+            ctx.pinned = frozenset(i + 1 if i >= at else i for i in ctx.pinned) | {at}
+        ctx.response_headers[CITATIONS_HEADER] = json.dumps(
+            packed.citations, separators=(",", ":"))
+        if ctx.reply_extra is None:
+            ctx.reply_extra = {}
+        ctx.reply_extra["context"] = {
+            "citations": packed.citations, "tokens": packed.tokens, "budget_tokens": budget,
+            "kept": [k.id for k in packed.kept],
+            "dropped": [{"id": d.id, "reason": d.reason, "tokens": d.tokens,
+                         **({"duplicate_of": d.of} if d.of is not None else {})}
+                        for d in packed.dropped],
+            "offered_tokens": packed.offered_tokens, "kept_tokens": packed.kept_tokens,
+            "dropped_tokens": packed.dropped_tokens,
+        }
+
+
+def with_extension(body: bytes, extra: dict[str, Any]) -> bytes:
+    """A whole JSON answer with ``extra`` under its ``tokenplane`` key (merged with one
+    already there); a body that is not a JSON object is left as it is."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body
+    if not isinstance(obj, dict):
+        return body
+    mine = obj.get(EXTENSION)
+    obj[EXTENSION] = {**mine, **extra} if isinstance(mine, dict) else extra
+    return orjson.dumps(obj)
