@@ -17,6 +17,7 @@ from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
@@ -318,6 +319,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     directory = open_directory(gw.keys)
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
+    ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
+                  gw.allowed_models, config.context).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
