@@ -24,6 +24,21 @@ def _pairs(h: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return out
 
 
+def _tf(values: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.float64], keys: npt.NDArray[np.int64],
+        mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
+    """Occurrences of each key in each document: one vectorised comparison of every
+    position with every key, summed over each document's slice."""
+    eq = values[None, :] == keys[:, None]
+    if mask is not None:
+        eq &= mask[None, :]
+    if not len(values):
+        return np.zeros((len(keys), len(starts)))
+    counts = np.add.reduceat(eq.astype(np.int32), np.minimum(starts, len(values) - 1), axis=1)
+    counts[:, lengths == 0] = 0  # reduceat gives an empty slice its first element
+    return counts.astype(np.float64)
+
+
 def bm25_scores(docs: Sequence[npt.NDArray[np.int64]], query: str) -> list[float]:
     """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)."""
     n = len(docs)
@@ -37,18 +52,16 @@ def bm25_scores(docs: Sequence[npt.NDArray[np.int64]], query: str) -> list[float
     lengths = np.fromiter((len(d) for d in docs), np.float64, n)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
-    flat = np.concatenate(docs) if n else np.zeros(0, np.int64)
-    doc = np.repeat(np.arange(n), lengths.astype(np.int64))
-    columns: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], list[int]]] = [
-        (flat, doc, uni)]
+    flat = np.concatenate(docs)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1].astype(np.int64), out=starts[1:])
+    tf = _tf(flat, starts, lengths, np.asarray(uni, np.int64))
     if bi and len(flat) > 1:
-        same = doc[:-1] == doc[1:]
-        columns.append((_pairs(flat)[same], doc[:-1][same], bi))
-    rows: list[npt.NDArray[np.float64]] = []
-    for values, owner, keys in columns:
-        for key in keys:
-            rows.append(np.bincount(owner[values == key], minlength=n).astype(np.float64))
-    tf = np.stack(rows)
+        same = np.ones(len(flat) - 1, bool)  # a pair within one document
+        ends = (starts + lengths.astype(np.int64))[:-1] - 1
+        same[ends[(ends >= 0) & (ends < len(same))]] = False
+        tf = np.concatenate([tf, _tf(_pairs(flat), starts, lengths,
+                                     np.asarray(bi, np.int64), same)])
     df = (tf > 0).sum(axis=1)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     scores = (idf[:, None] * tf * (K1 + 1) / (tf + norm[None, :])).sum(axis=0)

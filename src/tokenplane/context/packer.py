@@ -7,13 +7,15 @@ exact token count of a text:
 2. rank: the given scores when every document has one (``rank: auto``), else the
    plugged-in :class:`Ranker` (an embedding model), else BM25 against ``query``
    (``context/bm25.py``); ties keep the given order;
-3. in rank order, drop a document that repeats one already kept: ``duplicate`` (the
-   same units: case, spacing and punctuation aside) or ``near_duplicate`` (estimated
-   Jaccard similarity of shingles at or above the threshold, ``context/minhash.py``);
-   keep it whole if it fits what is left of the budget, else pass over it (smaller,
-   lower-ranked ones may still fit);
-4. fill what is left with the best document that did not fit, cut after the last
-   sentence that fits (``context/text.py``: Latin and CJK sentence ends);
+3. in rank order, keep a document whole if it fits what is left of the budget,
+   unless it repeats one already kept: ``duplicate`` (the same units: case, spacing
+   and punctuation aside) or ``near_duplicate`` (Jaccard similarity of shingles at or
+   above the threshold, ``context/minhash.py``); pass over one that does not fit
+   (smaller, lower-ranked ones may still fit);
+4. fill what is left with the best passed-over document that repeats none kept, cut
+   after the last sentence that fits (``context/text.py``: Latin and CJK sentence
+   ends); the other passed-over ones are dropped as duplicates of a kept document
+   (looked for all at once) or for the ``budget``;
 5. lay the kept documents out in rank or given order, numbered ``[1]``, ``[2]``... in
    the order they appear, and count the block exactly: while it is over the budget
    (token merges across the pieces' joins can differ from the sum of their counts),
@@ -38,7 +40,7 @@ from tokenplane.context.documents import (
     PackOptions,
     Ranker,
 )
-from tokenplane.context.minhash import MARGIN, estimates, jaccard
+from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.text import sentence_ends
 
 Count = Callable[[str], int]
@@ -64,10 +66,31 @@ def has_all_scores(documents: Sequence[Document]) -> bool:
     return bool(documents) and all(d.score is not None for d in documents)
 
 
-def _estimates(an: list[Analysis]) -> list[list[float]]:
-    """The estimated Jaccard similarity of every pair of documents."""
-    sigs = np.stack([a.signature for a in an])
-    return estimates(sigs[:, None, :], sigs[None, :, :]).tolist()  # type: ignore[no-any-return]
+class _KeptSignatures:
+    """The MinHash signatures of the documents kept so far, as one array."""
+
+    __slots__ = ("index", "sigs")
+
+    def __init__(self, n: int) -> None:
+        self.sigs = np.empty((n, BINS), np.uint64)
+        self.index: list[int] = []
+
+    def add(self, i: int, an: Analysis) -> None:
+        self.sigs[len(self.index)] = an.signature
+        self.index.append(i)
+
+    def near(self, ans: list[Analysis], floor: float) -> list[list[int]]:
+        """For each of ``ans``, the kept documents whose estimated similarity to it is
+        ``floor`` or more (one vectorised comparison for all of them)."""
+        if not self.index or not ans:
+            return [[] for _ in ans]
+        sigs = np.stack([a.signature for a in ans])
+        est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])
+        rows, cols = np.nonzero(est >= floor)
+        out: list[list[int]] = [[] for _ in ans]
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            out[r].append(self.index[c])
+        return out
 
 
 class ContextPacker:
@@ -104,7 +127,7 @@ class ContextPacker:
         order = self.rank(query, docs, an, options)
         rank_of = {i: r for r, i in enumerate(order)}
         threshold = options.near_duplicate_threshold
-        near = _estimates(an) if options.dedup and len(an) > 1 else None
+        kept_sigs = _KeptSignatures(len(docs))
         dropped: list[Dropped] = []
         chosen: list[_Chosen] = []
         by_key: dict[int, int] = {}  # exact-duplicate key -> kept index
@@ -122,44 +145,50 @@ class ContextPacker:
                 found = overhead[src] = sep_cost + count(_piece(docs[i], int(wide), ""))
             return found
 
-        def duplicate_of(i: int) -> Dropped | None:
+        def duplicates(ixs: list[int]) -> list[Dropped | None]:
+            """Whether each of ``ixs`` repeats a kept document (and which)."""
             if not options.dedup or not chosen:
-                return None
-            j = by_key.get(an[i].key)
-            if j is not None:
-                return Dropped(docs[i].id, i, "duplicate", counts[i], docs[j].id)
-            assert near is not None
-            row = near[i]
-            for c in chosen:
-                j = c.index
-                if row[j] >= threshold - MARGIN and \
-                        jaccard(an[i].shingles, an[j].shingles) >= threshold:
-                    return Dropped(docs[i].id, i, "near_duplicate", counts[i], docs[j].id)
-            return None
+                return [None] * len(ixs)
+            near = kept_sigs.near([an[i] for i in ixs], threshold - MARGIN)
+            out: list[Dropped | None] = []
+            for i, candidates in zip(ixs, near, strict=True):
+                j = by_key.get(an[i].key)
+                if j is not None:
+                    out.append(Dropped(docs[i].id, i, "duplicate", counts[i], docs[j].id))
+                    continue
+                out.append(next((Dropped(docs[i].id, i, "near_duplicate", counts[i],
+                                         docs[j].id) for j in candidates
+                                 if jaccard(an[i].shingles, an[j].shingles) >= threshold),
+                                None))
+            return out
+
+        def duplicate_of(i: int) -> Dropped | None:
+            return duplicates([i])[0]
 
         for r, i in enumerate(order):
             if not len(an[i].units) and not docs[i].text.strip():
                 dropped.append(Dropped(docs[i].id, i, "empty", counts[i]))
                 continue
+            need = counts[i] + cost(i) + (0 if chosen or not header else sep_cost)
+            if used + need > budget:
+                passed.append(i)  # its duplicates are looked for below, all at once
+                continue
             dup = duplicate_of(i)
             if dup is not None:
                 dropped.append(dup)
                 continue
-            need = counts[i] + cost(i) + (0 if chosen or not header else sep_cost)
-            if used + need <= budget:
-                chosen.append(_Chosen(i, r, docs[i].text, counts[i]))
-                by_key.setdefault(an[i].key, i)
-                used += need
-            else:
-                passed.append(i)
+            chosen.append(_Chosen(i, r, docs[i].text, counts[i]))
+            by_key.setdefault(an[i].key, i)
+            kept_sigs.add(i, an[i])
+            used += need
         cut: int | None = None
         if options.truncate and passed:
             cut = self._cut(docs, counts, passed, chosen, duplicate_of, budget - used,
                             cost, sep_cost if header and not chosen else 0, count, rank_of)
-        for i in passed:
-            if i == cut:
-                continue
-            dup = duplicate_of(i)
+            if cut is not None:
+                kept_sigs.add(cut, an[cut])
+        rest = [i for i in passed if i != cut]
+        for i, dup in zip(rest, duplicates(rest), strict=True):
             dropped.append(dup if dup is not None
                            else Dropped(docs[i].id, i, "budget", counts[i]))
         return self._lay_out(docs, counts, chosen, dropped, header, budget, count, options,
