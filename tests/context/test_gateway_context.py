@@ -315,3 +315,24 @@ def test_bad_input_is_a_400_in_the_envelope(gw: GatewayThread) -> None:
     r = httpx.post(f"{gw.base_url}/context/pack", content=b"{", timeout=30,
                    headers={"authorization": f"Bearer {key}"})
     assert r.status_code == 400 and "error" in r.json()
+
+
+def test_documents_come_before_old_history_when_trimming(gw: GatewayThread) -> None:
+    """Under trim_history the context budget is what system, pinned and the current
+    turn leave; the old history is then trimmed around the packed documents."""
+    c = _client(gw)
+    msgs = _long_history(20)
+    raw = c.chat.completions.with_raw_response.create(
+        model="small", messages=msgs, max_tokens=50,  # type: ignore[arg-type]
+        extra_body={"tokenplane": {"context": {"documents": DOCS[:1] + DOCS[3:5],
+                                               "budget_tokens": 300}}})
+    resp = raw.parse()
+    ext = (resp.model_extra or {})["tokenplane"]["context"]
+    assert set(ext["kept"]) == {"budgets", "rivers", "zh"}  # all three fit the 300
+    assert resp.usage is not None and resp.usage.prompt_tokens <= 1024 - 50
+    c.close()
+    gw.stop()
+    (row,) = gw.ledger_rows()
+    assert row["overflow"] == "trim_history" and row["history_dropped_tokens"] > 0
+    assert row["input_context"] > ext["tokens"]
+    assert row["context_kept_tokens"] == row["context_offered_tokens"]

@@ -87,10 +87,10 @@ def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
 
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
-                           ContextStage(counters, parts.context)]  # before the guard: it sees it
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
+                           ContextStage(counters, parts.context, overflow)]  # before the guard
     tokens = TokensStage(counters, CountOffload(), overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))

@@ -71,12 +71,10 @@ def units(messages: Sequence[Message]) -> list[list[int]]:
     return out
 
 
-def trim_history(messages: Sequence[Message], count: Callable[[list[Message]], int],
-                 limit: int, pinned: Collection[int] = ()) -> Trimmed:
-    """The messages trimmed to at most ``limit`` tokens (see module doc)."""
-    total = count(list(messages))
-    if total <= limit:
-        return Trimmed(list(messages), total)
+def split_units(messages: Sequence[Message], pinned: Collection[int] = ()
+                ) -> tuple[list[list[int]], list[list[int]]]:
+    """The units always kept (system, pinned, the current turn) and the droppable ones,
+    oldest first."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"),
                     default=len(messages) - 1)
     always: list[list[int]] = []
@@ -85,6 +83,22 @@ def trim_history(messages: Sequence[Message], count: Callable[[list[Message]], i
         keep = any(i >= last_user or i in pinned or messages[i].get("role") in KEPT_ROLES
                    for i in unit)
         (always if keep else droppable).append(unit)
+    return always, droppable
+
+
+def always_kept(messages: Sequence[Message], pinned: Collection[int] = ()) -> list[Message]:
+    """The messages trimming never drops, in order."""
+    always, _ = split_units(messages, pinned)
+    return [messages[i] for i in sorted(i for u in always for i in u)]
+
+
+def trim_history(messages: Sequence[Message], count: Callable[[list[Message]], int],
+                 limit: int, pinned: Collection[int] = ()) -> Trimmed:
+    """The messages trimmed to at most ``limit`` tokens (see module doc)."""
+    total = count(list(messages))
+    if total <= limit:
+        return Trimmed(list(messages), total)
+    always, droppable = split_units(messages, pinned)
 
     def build(k: int) -> list[int]:
         """The indices kept when the ``k`` newest droppable units are."""

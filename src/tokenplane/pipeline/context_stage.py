@@ -10,9 +10,12 @@ takes tokenplane's extension objects out of a chat body and acts on them.
   guard, counting, admission, the window check) sees the prompt as it is sent.
   The budget: ``budget_tokens``, else ``budget_share`` of the window, else the
   configured default share, never more than the window less the rest of the prompt
-  and the output reservation. The answer carries the citation map: the
-  ``x-tokenplane-citations`` header (compact JSON, marker -> document id; every
-  answer, streams too) and a ``tokenplane`` object on a non-stream body.
+  and the output reservation; under ``on_overflow: trim_history`` the rest is what
+  trimming keeps (system, pinned, the current turn): the documents come before old
+  history, which the tokens stage then trims to fit around them. The answer carries
+  the citation map: the ``x-tokenplane-citations`` header (compact JSON, marker ->
+  document id; every answer, streams too) and a ``tokenplane`` object on a
+  non-stream body.
 - ``tokenplane.pinned`` on a message: noted for history trimming.
 
 Neither object reaches the upstream.
@@ -27,10 +30,12 @@ import orjson
 
 from tokenplane.config.context_schema import ContextConfig
 from tokenplane.context.packer import ContextPacker, has_all_scores
+from tokenplane.context.trim import always_kept
 from tokenplane.context.wire import documents, duplicate_id, options, user_turn
 from tokenplane.errors import invalid
 from tokenplane.operations.context_fields import EXTENSION
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.overflow import REJECT, Overflow
 from tokenplane.tokens.model_counters import ModelCounters
 
 CITATIONS_HEADER = "x-tokenplane-citations"
@@ -67,9 +72,11 @@ def insert_at(messages: list[Any], placement: str) -> int:
 
 class ContextStage:
     def __init__(self, counters: ModelCounters, config: ContextConfig,
-                 packer: ContextPacker | None = None) -> None:
+                 overflow: Overflow | None = None, packer: ContextPacker | None = None
+                 ) -> None:
         self.counters = counters
         self.config = config
+        self.overflow = overflow
         self.packer = packer if packer is not None else ContextPacker()
 
     async def run(self, ctx: RequestContext) -> None:
@@ -109,13 +116,16 @@ class ContextStage:
             tokens = int(window * (share if share is not None
                                    else self.config.default_budget_share))
         # what the rest of the prompt and the output leave (with an empty context message)
-        probe = list(ctx.body[field])
+        policy = self.overflow.policy(ctx) if self.overflow is not None else REJECT
+        messages = ctx.body[field]
+        if policy.action == "trim_history":
+            messages = always_kept(messages, ctx.pinned)
+        probe = list(messages)
         probe.insert(insert_at(probe, placement),
                      {"role": placement, "name": CONTEXT_NAME, "content": ""})
         rest = self.counters.count(ctx.model, ctx.operation,
                                    {**ctx.body, field: probe}).counts.prompt
-        overflow = ctx.model.overflow
-        reserve = ctx.max_tokens or (overflow.reserve_output_tokens if overflow else 1)
+        reserve = ctx.max_tokens or policy.reserve
         return max(0, min(int(tokens), window - rest - reserve))
 
     def _pack(self, ctx: RequestContext, field: str, spec: dict[str, Any]) -> None:

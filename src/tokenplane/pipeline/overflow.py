@@ -54,7 +54,7 @@ class Overflow:
                                           for m in models)
 
     def policy(self, ctx: RequestContext) -> Policy:
-        if not self.any or ctx.model is None:
+        if ctx.model is None:
             return REJECT
         model = ctx.model.overflow
         p = ctx.principal
@@ -65,7 +65,8 @@ class Overflow:
                               else model.on_overflow if model is not None else "reject")
         reserve = (app.reserve_output_tokens if app is not None
                    and app.reserve_output_tokens is not None else None) \
-            or (model.reserve_output_tokens if model is not None else DEFAULT_RESERVE)
+            or (model.reserve_output_tokens if model is not None
+                else DEFAULT_RESERVE if action != "reject" else 1)
         fallback = model.fallback if model is not None else None
         if action == "fallback" and fallback is None:
             action = "reject"
