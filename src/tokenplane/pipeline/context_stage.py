@@ -39,6 +39,8 @@ from tokenplane.pipeline.overflow import REJECT, Overflow
 from tokenplane.tokens.model_counters import ModelCounters
 
 CITATIONS_HEADER = "x-tokenplane-citations"
+CITATIONS_OMITTED = "x-tokenplane-citations-omitted"
+MAX_HEADER = 8192  # bytes of the citations header (clients cap a head at 16-64 KiB)
 CONTEXT_NAME = "context"
 
 
@@ -160,8 +162,10 @@ class ContextStage:
                                  "content": packed.text})
             ctx.body[field] = messages
             ctx.pinned = frozenset(i + 1 if i >= at else i for i in ctx.pinned) | {at}
-        ctx.response_headers[CITATIONS_HEADER] = json.dumps(
-            packed.citations, separators=(",", ":"))
+        header, omitted = citations_header(packed.citations)
+        ctx.response_headers[CITATIONS_HEADER] = header
+        if omitted:
+            ctx.response_headers[CITATIONS_OMITTED] = str(omitted)
         if ctx.reply_extra is None:
             ctx.reply_extra = {}
         ctx.reply_extra["context"] = {
@@ -173,6 +177,23 @@ class ContextStage:
             "offered_tokens": packed.offered_tokens, "kept_tokens": packed.kept_tokens,
             "dropped_tokens": packed.dropped_tokens,
         }
+
+
+def citations_header(citations: dict[str, str]) -> tuple[str, int]:
+    """The citation map as compact, ASCII-only JSON of at most ``MAX_HEADER`` bytes:
+    the first markers that fit, and how many were left out (the body has them all)."""
+    text = json.dumps(citations, separators=(",", ":"))
+    if len(text) <= MAX_HEADER:
+        return text, 0
+    kept: dict[str, str] = {}
+    size = 2
+    for marker, doc_id in citations.items():
+        entry = len(json.dumps({marker: doc_id}, separators=(",", ":"))) - 1
+        if size + entry > MAX_HEADER:
+            break
+        kept[marker] = doc_id
+        size += entry
+    return json.dumps(kept, separators=(",", ":")), len(citations) - len(kept)
 
 
 def with_extension(body: bytes, extra: dict[str, Any]) -> bytes:

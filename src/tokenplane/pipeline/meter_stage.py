@@ -170,7 +170,8 @@ class MeterFinisher:
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
         )
-        if ctx.packed is not None or ctx.overflow is not None:
+        if (ctx.packed is not None or ctx.overflow is not None) \
+                and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
             context_fields(ctx, event)
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
