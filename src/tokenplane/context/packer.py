@@ -186,6 +186,7 @@ class ContextPacker:
             cut = self._cut(docs, counts, passed, chosen, duplicate_of, budget - used,
                             cost, sep_cost if header and not chosen else 0, count, rank_of)
             if cut is not None:
+                by_key.setdefault(an[cut].key, cut)
                 kept_sigs.add(cut, an[cut])
         rest = [i for i in passed if i != cut]
         for i, dup in zip(rest, duplicates(rest), strict=True):
