@@ -336,3 +336,24 @@ def test_documents_come_before_old_history_when_trimming(gw: GatewayThread) -> N
     assert row["overflow"] == "trim_history" and row["history_dropped_tokens"] > 0
     assert row["input_context"] > ext["tokens"]
     assert row["context_kept_tokens"] == row["context_offered_tokens"]
+
+
+def test_many_documents_are_packed_off_the_loop(gw: GatewayThread) -> None:
+    """A request of OFFLOAD_BYTES or more is packed on a worker thread: same result."""
+    from tokenplane.pipeline.count_offload import OFFLOAD_BYTES
+
+    docs = [{"id": f"d{i}", "text": f"Chunk {i}. " + f"Sentence number {i} says little. " * 150}
+            for i in range(8)]
+    body = {"documents": docs, "budget_tokens": 1500}
+    assert len(json.dumps(docs)) >= OFFLOAD_BYTES
+    c = _client(gw)
+    resp = c.chat.completions.create(model="rag", messages=QUESTION,  # type: ignore[arg-type]
+                                     max_tokens=3, extra_body={"tokenplane": {"context": body}})
+    ext = (resp.model_extra or {})["tokenplane"]["context"]
+    count = gw.gateway.counters.tokenizer("rag").count
+    packed = ContextPacker().pack(QUESTION[-1]["content"], to_documents(docs), 1500, count)
+    assert ext["citations"] == packed.citations and ext["tokens"] == packed.tokens
+    sent = [QUESTION[0], {"role": "system", "name": "context", "content": packed.text},
+            QUESTION[1]]
+    assert resp.usage is not None and resp.usage.prompt_tokens == _prompt(gw, "rag", sent)
+    c.close()

@@ -89,9 +89,10 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
+    offload = CountOffload()  # large prompts counted, many documents packed, off the loop
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
-                           ContextStage(counters, parts.context, overflow)]  # before the guard
-    tokens = TokensStage(counters, CountOffload(), overflow)
+                           ContextStage(counters, parts.context, overflow, offload)]
+    tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
         stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent

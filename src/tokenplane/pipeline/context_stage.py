@@ -7,7 +7,9 @@ takes tokenplane's extension objects out of a chat body and acts on them.
   message right after the leading system prompt (the default: the prompt's prefix
   stays cacheable and the user's turn is left as written) or, with ``placement:
   user``, a ``user`` message just before the current turn. Everything after (the
-  guard, counting, admission, the window check) sees the prompt as it is sent.
+  guard, counting, admission, the window check) sees the prompt as it is sent. A
+  large request (``OFFLOAD_BYTES`` or more) is packed on a worker thread, in turn per
+  tenant, like a large prompt's count (``pipeline/count_offload.py``).
   The budget: ``budget_tokens``, else ``budget_share`` of the window, else the
   configured default share, never more than the window less the rest of the prompt
   and the output reservation; under ``on_overflow: trim_history`` the rest is what
@@ -29,12 +31,14 @@ from typing import Any
 import orjson
 
 from tokenplane.config.context_schema import ContextConfig
+from tokenplane.context.documents import Packed
 from tokenplane.context.packer import ContextPacker, has_all_scores
 from tokenplane.context.trim import always_kept
 from tokenplane.context.wire import documents, duplicate_id, options, user_turn
 from tokenplane.errors import invalid
 from tokenplane.operations.context_fields import EXTENSION
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
 from tokenplane.pipeline.overflow import REJECT, Overflow
 from tokenplane.tokens.model_counters import ModelCounters
 
@@ -74,11 +78,12 @@ def insert_at(messages: list[Any], placement: str) -> int:
 
 class ContextStage:
     def __init__(self, counters: ModelCounters, config: ContextConfig,
-                 overflow: Overflow | None = None, packer: ContextPacker | None = None
-                 ) -> None:
+                 overflow: Overflow | None = None, offload: CountOffload | None = None,
+                 packer: ContextPacker | None = None) -> None:
         self.counters = counters
         self.config = config
         self.overflow = overflow
+        self.offload = offload
         self.packer = packer if packer is not None else ContextPacker()
 
     async def run(self, ctx: RequestContext) -> None:
@@ -99,12 +104,10 @@ class ContextStage:
         ctx.pinned = pinned
         spec = ext.get("context") if isinstance(ext, dict) else None
         if spec is not None:
-            self._pack(ctx, field, spec)
+            await self._pack(ctx, field, spec)
 
-    def _budget(self, ctx: RequestContext, spec: dict[str, Any], field: str,
-                placement: str) -> int:
-        assert ctx.model is not None
-        window = ctx.model.context_window
+    def _requested(self, spec: dict[str, Any], window: int) -> int:
+        """The budget the request asks for (before the room the prompt leaves)."""
         tokens, share = spec.get("budget_tokens"), spec.get("budget_share")
         if tokens is not None and share is not None:
             raise invalid("Give 'tokenplane.context.budget_tokens' or 'budget_share', not "
@@ -117,7 +120,12 @@ class ContextStage:
         if tokens is None:
             tokens = int(window * (share if share is not None
                                    else self.config.default_budget_share))
-        # what the rest of the prompt and the output leave (with an empty context message)
+        return int(tokens)
+
+    def _room(self, ctx: RequestContext, field: str, placement: str, requested: int) -> int:
+        """``requested``, at most what the rest of the prompt and the output leave (the
+        prompt counted with an empty context message in place)."""
+        assert ctx.model is not None
         policy = self.overflow.policy(ctx) if self.overflow is not None else REJECT
         messages = ctx.body[field]
         if policy.action == "trim_history":
@@ -128,9 +136,9 @@ class ContextStage:
         rest = self.counters.count(ctx.model, ctx.operation,
                                    {**ctx.body, field: probe}).counts.prompt
         reserve = ctx.max_tokens or policy.reserve
-        return max(0, min(int(tokens), window - rest - reserve))
+        return max(0, min(requested, ctx.model.context_window - rest - reserve))
 
-    def _pack(self, ctx: RequestContext, field: str, spec: dict[str, Any]) -> None:
+    async def _pack(self, ctx: RequestContext, field: str, spec: dict[str, Any]) -> None:
         assert ctx.model is not None
         items = spec["documents"]
         if len(items) > self.config.max_documents:
@@ -150,10 +158,20 @@ class ContextStage:
                           "document has a score", param="tokenplane.context.options.rank",
                           code="invalid_value")
         placement = raw_opts.get("placement") or self.config.placement
-        budget = self._budget(ctx, spec, field, placement)
+        requested = self._requested(spec, ctx.model.context_window)
         model = ctx.model
-        packed = self.packer.pack(user_turn(ctx.body[field]), docs, budget,
-                                  lambda t: self.counters.count_text(model, t), opts)
+
+        def work() -> tuple[int, Packed]:
+            budget = self._room(ctx, field, placement, requested)
+            return budget, self.packer.pack(user_turn(ctx.body[field]), docs, budget,
+                                            lambda t: self.counters.count_text(model, t),
+                                            opts)
+
+        if self.offload is not None and len(ctx.raw) >= OFFLOAD_BYTES:
+            # many documents: counted and analysed off the loop, in turn per tenant
+            budget, packed = await self.offload.run(ctx.tenant or "", work)
+        else:
+            budget, packed = work()
         ctx.packed = packed
         if packed.text:
             messages = list(ctx.body[field])
