@@ -86,6 +86,35 @@ def run(spec: str, n: int, scores: bool) -> dict[str, float]:
             "cold_p50": statistics.median(cold) * 1e3, "cold_p95": q(cold, n=20)[18] * 1e3}
 
 
+def stage_cost_us(n: int = 20_000) -> float:
+    """The context stage on a chat without the extension (every request pays it)."""
+    import asyncio
+
+    from tokenplane.config.context_schema import ContextConfig
+    from tokenplane.config.schema import ModelConfig
+    from tokenplane.operations.chat import CHAT
+    from tokenplane.pipeline.context import RequestContext
+    from tokenplane.pipeline.context_stage import ContextStage
+    from tokenplane.tokens.model_counters import ModelCounters
+
+    model = ModelConfig.model_validate({"alias": "m", "backends": [{"type": "sim"}]})
+    stage = ContextStage(ModelCounters([model]), ContextConfig.model_validate({}))
+    body = {"model": "m", "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "What is the capital of France?"},
+        {"role": "assistant", "content": "Paris."},
+        {"role": "user", "content": "And of Italy?"}]}
+
+    async def loop() -> float:
+        ctxs = [RequestContext("r", CHAT.path, CHAT, b"", {}, body=body) for _ in range(n)]
+        t0 = time.perf_counter()
+        for ctx in ctxs:
+            await stage.run(ctx)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    return asyncio.run(loop())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
@@ -103,6 +132,7 @@ def main() -> None:
                   f"| {r['warm_p95']:.2f} ms | {r['warm_cpu_p50']:.2f} ms "
                   f"| {r['cold_p50']:.2f} ms "
                   f"| {r['cold_p95']:.2f} ms |")
+    print(f"\ncontext stage on a chat without the extension: {stage_cost_us():.2f} us")
 
 
 if __name__ == "__main__":
