@@ -21,6 +21,7 @@ from tokenplane.auth.principal import Principal
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
 from tokenplane.config.context_schema import ContextConfig
+from tokenplane.context.packer import ContextPacker
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
 from tokenplane.governance.tools import ToolMode
@@ -68,6 +69,7 @@ class PipelineParts:
     slo_counters: SloCounters | None = None  # set when SLOs are configured
     access_log: AccessLog | None = None  # observe.access_log.enabled
     context: ContextConfig = field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
+    packer: ContextPacker | None = None  # shared with POST /v1/context/pack (its ranker)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -91,7 +93,8 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
                         counters, parts.allowed_models)
     offload = CountOffload()  # large prompts counted, many documents packed, off the loop
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
-                           ContextStage(counters, parts.context, overflow, offload)]
+                           ContextStage(counters, parts.context, overflow, offload,
+                                        parts.packer)]
     tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
