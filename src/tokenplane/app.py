@@ -51,6 +51,9 @@ from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
+from tokenplane.sessions.gateway.steps import StepCounter, make_steps
+from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.slo.canary import guard_spec
 from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.gateway.alerting import SloAlerting
@@ -98,6 +101,7 @@ class Gateway:
     routing: Routing | None = None  # live replica view, router, scheduler queues
     slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
     access_log: AccessLog | None = None  # observe.access_log (on by default)
+    session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -140,6 +144,8 @@ class Gateway:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
         if self.access_log is not None:
             await self.access_log.close()  # after the requests in flight have finished
+        if self.session_steps is not None:
+            await self.session_steps.close()
         self.keys.close()
 
 
@@ -194,17 +200,21 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     slo_counters = SloCounters(slos) if slos else None
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
+    steps = (make_steps(config.redis_url, config.admission.key_prefix,
+                        config.admission.timeout_s) if config.sessions.enabled else None)
+    sessions = (SessionStage(SessionSettingsBook(config.sessions), steps, counters, metrics)
+                if steps is not None else None)
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log)
+        access_log, sessions)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log)
+                 access_log=access_log, session_steps=steps)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))

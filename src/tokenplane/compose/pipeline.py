@@ -1,6 +1,6 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
-Stages in order: auth, validate, [input guard], tokens, [context cap], admission,
+Stages in order: auth, validate, [session], [input guard], tokens, [context cap], admission,
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
@@ -32,6 +32,7 @@ from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
 from tokenplane.pipeline.slo_stage import SloFinisher
 from tokenplane.pipeline.stages import (
     AuthStage,
@@ -63,6 +64,7 @@ class PipelineParts:
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
     slo_counters: SloCounters | None = None  # set when SLOs are configured
     access_log: AccessLog | None = None  # observe.access_log.enabled
+    sessions: SessionStage | None = None  # agent sessions (config.sessions.enabled)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -83,6 +85,8 @@ def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
+    if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
+        stages.append(parts.sessions)
     tokens = TokensStage(counters, CountOffload())
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
+from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
@@ -303,6 +304,7 @@ class GatewayConfig(_Strict):
     routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig())  # type: ignore[call-arg]
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
+    sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)

@@ -14,6 +14,7 @@ from tokenplane.governance.guard_state import GuardState
 from tokenplane.operations.base import Operation
 from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
+from tokenplane.sessions.step import SessionStep
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -115,6 +116,8 @@ class RequestContext:
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
     client: ClientLink | None = None  # the client's connection, when the front serves it
     early_count: EarlyCount | None = None  # a large prompt counted before the input guard
+    session: SessionStep | None = None  # the agent session and step (session stage)
+    tool_calls: int = 0  # tool calls in the answer (every choice)
 
     @property
     def tenant(self) -> str | None:
