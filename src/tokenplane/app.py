@@ -15,6 +15,7 @@ from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
@@ -329,6 +330,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),

@@ -181,7 +181,7 @@ def _v6(dialect: int) -> tuple[str, ...]:
     def col(kind: str) -> str:
         if kind == "int0":
             return f"{integer} NOT NULL DEFAULT 0"
-        return _T[kind][dialect]
+        return integer if kind == "int?" else _T[kind][dialect]
 
     measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _SESSION_MEASURES_V6)
     return (
