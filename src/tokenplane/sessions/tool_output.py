@@ -151,19 +151,21 @@ def head_tail(text: str, limit: int, head_share: float, marker: str, tokenizer: 
               count: Callable[[str], int]) -> str:
     """The first and last tokens of ``text`` around ``marker`` (``{dropped}`` in it
     becomes the number of tokens removed), at most ``limit`` tokens in all, as counted
-    by ``count``. Cutting token ids may split a character; the result is re-counted and
+    by ``count``; a marker that would take more than half of ``limit`` is replaced by
+    ``[...]``. Cutting token ids may split a character; the result is re-counted and
     the kept part shortened until it fits, so the bound is exact."""
     ids = tokenizer.encode(text)
     n = len(ids)
     if n <= limit:
         return text
-    keep = max(0, limit - count(_marker(marker, n)))
+    used = count(_marker(marker, n))
+    if used > limit // 2:
+        marker, used = FALLBACK_MARKER, count(FALLBACK_MARKER)
+    keep = max(0, limit - used)
     while True:
         head = int(keep * head_share)
         tail = keep - head
-        dropped = n - keep
-        mark = _marker(marker, dropped)
-        result = (tokenizer.decode(ids[:head]) + mark
+        result = (tokenizer.decode(ids[:head]) + _marker(marker, n - keep)
                   + (tokenizer.decode(ids[n - tail:]) if tail else ""))
         over = count(result) - limit
         if over <= 0:
