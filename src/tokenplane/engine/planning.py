@@ -156,7 +156,7 @@ class Planner:
         """The ``s.n`` choices of a request with sampling fields; ``room``: tokens left
         in the window after the prompt."""
         base = prompt_seed(ids)
-        if s.seed is not None:
+        if s.seed is not None and not s.greedy:
             base = _mix(s.seed, b"seed") ^ base
         calls_for_auto = s.tool_choice == "auto" and not _answers_tool(body)
         out = []
