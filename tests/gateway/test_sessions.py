@@ -52,7 +52,7 @@ def agent_step(c: OpenAI, messages: list[Any], sid: str, step: int, **kw: Any) -
     its tool calls (the engine's calls when it made some, else one the client makes:
     the gateway counts what the client sends)."""
     raw = c.chat.completions.with_raw_response.create(
-        model=MODEL, messages=messages, tools=TOOLS, max_tokens=16,
+        model=MODEL, messages=messages, tools=TOOLS, max_tokens=64, tool_choice="required",
         extra_headers=session_headers(sid), **kw)
     assert raw.headers["x-tokenplane-session"] == sid
     assert raw.headers["x-tokenplane-step"] == str(step)
@@ -114,11 +114,13 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
                                {"role": "user", "content": "Find me a cheap blue kettle."}]
         steps = []
         for step in range(1, 6):
-            raw, resp, _ = agent_step(c, messages, "trip-42", step)
+            raw, resp, calls = agent_step(c, messages, "trip-42", step)
             steps.append({"usage": resp.usage, "calls": len(resp.choices[0].message.tool_calls
                                                              or []),
-                          "flags": raw.headers.get("x-tokenplane-tool-output", "")})
+                          "flags": raw.headers.get("x-tokenplane-tool-output", ""),
+                          "appended": [len(TOK.encode(tool_result(step))) for _ in calls]})
         log["agent"] = steps
+        log["stream"] = stream_step(c, messages)
     log["capped"] = run_capped(first, keys["capped"])
     for app in ("trunc", "fields"):
         log[app] = run_policy(first, keys[app], app)
@@ -129,9 +131,21 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
     second.stop()
 
 
-def expected_added(step: int) -> int:
+def stream_step(c: OpenAI, messages: list[Any]) -> dict[str, Any]:
+    """Step 6, streamed: the tool calls are counted from the stream's deltas."""
+    chunks = list(c.chat.completions.create(
+        model=MODEL, messages=messages, tools=TOOLS, max_tokens=64, tool_choice="required",
+        stream=True, stream_options={"include_usage": True},
+        extra_headers=session_headers("trip-42")))
+    calls = {(ch.choices[0].index, tc.index) for ch in chunks if ch.choices
+             for tc in (ch.choices[0].delta.tool_calls or []) if tc.id}
+    usage = [ch.usage for ch in chunks if ch.usage is not None][0]
+    return {"calls": len(calls), "usage": usage}
+
+
+def expected_added(seen: list[dict[str, Any]], step: int) -> int:
     """Tool-output tokens the client appended after step ``step - 1``'s answer."""
-    return 0 if step == 1 else len(TOK.encode(tool_result(step - 1)))
+    return 0 if step == 1 else sum(seen[step - 2]["appended"])
 
 
 def test_agent_loop_waterfall_matches_the_ledger(sessions: Sessions) -> None:
@@ -140,8 +154,12 @@ def test_agent_loop_waterfall_matches_the_ledger(sessions: Sessions) -> None:
     report = resp.json()
     assert report["tenant"] == "acme" and report["app"] == "agent"
     steps = report["steps"]
-    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
     seen = sessions.log["agent"]
+    streamed = sessions.log["stream"]
+    seen = [*seen, {"usage": streamed["usage"], "calls": streamed["calls"], "appended": [],
+                    "flags": steps[5]["flags"]}]
+    assert all(s["calls"] >= 1 for s in seen)  # tool_choice required: the engine calls
     rows = {r["session_step"]: r for r in sessions.gw.ledger_rows("session_id = 'trip-42'")}
     for s, client_side in zip(steps, seen, strict=True):
         n = s["step"]
@@ -149,21 +167,22 @@ def test_agent_loop_waterfall_matches_the_ledger(sessions: Sessions) -> None:
         usage = client_side["usage"]
         assert s["input_tokens"] == usage.prompt_tokens == row["input_tokens"]
         assert s["output_tokens"] == usage.completion_tokens == row["output_tokens"]
-        assert s["tool_output_added"] == expected_added(n) == row["tool_output_added"]
-        assert s["tool_output_tokens"] == sum(expected_added(k) for k in range(1, n + 1))
+        assert s["tool_output_added"] == expected_added(seen, n) == row["tool_output_added"]
+        assert s["tool_output_tokens"] == sum(expected_added(seen, k) for k in range(1, n + 1))
         assert s["tool_calls"] == client_side["calls"] == row["tool_calls"]
         assert s["cost_micros"] == row["cost_micros"] > 0
         assert s["tools"] == row["input_tools"] > 0  # the tool definitions, every step
         assert s["context"] == row["input_context"] >= s["tool_output_tokens"]
         assert s["latency_ms"] is not None and s["latency_ms"] >= 0
     # growth over 400 tokens per step is flagged from the step whose new results pass it
-    for s, client_side in zip(steps, seen, strict=True):
+    for s, client_side in zip(steps[:5], seen[:5], strict=True):
         grows = s["tool_output_added"] > 400
         assert ("context_growth" in s["flags"]) == grows
         assert ("context_growth" in client_side["flags"]) == grows
     assert any("context_growth" in s["flags"] for s in steps)
     total = report["total"]
-    assert total["steps"] == 5
+    assert total["steps"] == 6
+    assert total["tool_calls"] == sum(s["calls"] for s in seen)
     assert total["input_tokens"] == sum(r["input_tokens"] for r in rows.values())
     assert total["cost_micros"] == sum(r["cost_micros"] for r in rows.values())
 
@@ -173,6 +192,8 @@ def test_growth_flag_is_a_metric(sessions: Sessions) -> None:
                for fam in text_string_to_metric_families(sessions.log["metrics"])
                for s in fam.samples if s.name == "tokenplane_session_tool_output_total"}
     growth = sum("context_growth" in s["flags"] for s in sessions.log["agent"])
+    growth += sessions.get("/admin/v1/sessions/trip-42", sessions.keys["agent"]).json()[
+        "steps"][5]["flags"].count("context_growth")
     assert samples[("context_growth", "acme")] == growth > 0
 
 
@@ -190,7 +211,7 @@ def test_usage_cli_prints_the_waterfall_and_its_png(sessions: Sessions, tmp_path
     table = CliRunner().invoke(build_cli(), ["usage", "session", "trip-42", "--home", home])
     assert table.exit_code == 0, table.output
     assert "tool_output_added" in table.output and "total" in table.output
-    assert "5 steps" in table.output
+    assert "6 steps" in table.output
     missing = CliRunner().invoke(build_cli(), ["usage", "session", "nope", "--home", home])
     assert missing.exit_code == 1
     listed = CliRunner().invoke(build_cli(), ["usage", "sessions", "--home", home,
@@ -200,7 +221,7 @@ def test_usage_cli_prints_the_waterfall_and_its_png(sessions: Sessions, tmp_path
     api_rows = sessions.get("/admin/v1/sessions", sessions.keys["admin"]).json()["data"]
     assert rows == api_rows
     trip = next(r for r in rows if r["session_id"] == "trip-42")
-    assert trip["steps"] == 5 and trip["max_step"] == 5
+    assert trip["steps"] == 6 and trip["max_step"] == 6
     assert trip["cost_micros"] == api["total"]["cost_micros"]
     costs = [r["cost_micros"] for r in rows]
     assert costs == sorted(costs, reverse=True)
