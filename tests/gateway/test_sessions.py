@@ -139,7 +139,7 @@ def stream_step(c: OpenAI, messages: list[Any]) -> dict[str, Any]:
         extra_headers=session_headers("trip-42")))
     calls = {(ch.choices[0].index, tc.index) for ch in chunks if ch.choices
              for tc in (ch.choices[0].delta.tool_calls or []) if tc.id}
-    usage = [ch.usage for ch in chunks if ch.usage is not None][0]
+    usage = next(ch.usage for ch in chunks if ch.usage is not None)
     return {"calls": len(calls), "usage": usage}
 
 
