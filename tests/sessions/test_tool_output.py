@@ -141,3 +141,39 @@ def test_keep_fields_then_truncate_when_still_over() -> None:
 def test_a_config_without_fields_is_refused() -> None:
     with pytest.raises(ValueError, match="fields"):
         ToolOutputConfig(max_result_tokens=40, action="keep_fields")  # type: ignore[call-arg]
+
+
+class CountingTokenizer:
+    """A tokenizer that counts how often it encodes a whole text."""
+
+    def __init__(self, inner: Tokenizer) -> None:
+        self.inner, self.name, self.encodes = inner, inner.name, 0
+
+    def encode(self, text: str) -> list[int]:
+        self.encodes += 1
+        return self.inner.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.inner.decode(ids)
+
+    def count(self, text: str) -> int:
+        return self.inner.count(text)
+
+
+def test_the_cut_cache_cuts_each_result_once_and_stays_bounded() -> None:
+    from tokenplane.sessions.tool_output import CutCache
+
+    t = CountingTokenizer(tok("tiktoken:cl100k_base"))
+    cfg = ToolOutputConfig(max_result_tokens=40, action="truncate")  # type: ignore[call-arg]
+    cuts = CutCache(max_entries=2)
+    big = [LOG[:2000], LOG[2000:4000], LOG[4000:6000]]
+    first = apply_policy(conversation([], big[:1]), cfg, t, cuts=cuts)
+    assert t.encodes == 1
+    again = apply_policy(conversation(big[:1], ["x"]), cfg, t, cuts=cuts)
+    assert t.encodes == 1  # the earlier result: its cut from the cache
+    assert again.messages[3]["content"] == first.messages[-1]["content"]
+    apply_policy(conversation(big, []), cfg, t, cuts=cuts)
+    assert t.encodes == 3 and len(cuts._cuts) == 2  # two new cuts; the oldest dropped
+    other = cfg.model_copy(update={"head_share": 0.9})  # another policy: another cut
+    apply_policy(conversation(big[2:], []), other, t, cuts=cuts)
+    assert t.encodes == 4

@@ -17,7 +17,7 @@ from tokenplane.sessions.gateway.steps import StepCounter
 from tokenplane.sessions.ids import SESSION_HEADER, STEP_HEADER, session_ref, strip_metadata
 from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.sessions.step import SessionStep
-from tokenplane.sessions.tool_output import apply_policy
+from tokenplane.sessions.tool_output import CutCache, apply_policy
 from tokenplane.tokens.model_counters import ModelCounters
 
 TOOL_OUTPUT_HEADER = "x-tokenplane-tool-output"
@@ -30,6 +30,7 @@ class SessionStage:
         self.steps = steps
         self.counters = counters
         self.metrics = metrics
+        self.cuts = CutCache()  # each earlier result is cut once, not at every step
 
     async def run(self, ctx: RequestContext) -> None:
         p, model = ctx.principal, ctx.model
@@ -55,7 +56,7 @@ class SessionStage:
             return
         tokenizer = self.counters.tokenizer(model.alias)
         out = apply_policy(messages, tool, tokenizer,
-                           lambda text: self.counters.count_text(model, text))
+                           lambda text: self.counters.count_text(model, text), self.cuts)
         if out.messages is not messages:
             ctx.body["messages"] = out.messages
         if step is not None:

@@ -26,6 +26,7 @@ once it is no longer new.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,9 +73,42 @@ def _last_assistant(messages: Sequence[Any]) -> int:
     return -1
 
 
+class CutCache:
+    """The cuts already made, by (policy, result text): an agent resends every earlier
+    result at each step, and cutting one means tokenizing it whole. Bounded by entries
+    and by the characters held (least recently used dropped)."""
+
+    def __init__(self, max_entries: int = 1024, max_chars: int = 32_000_000) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.chars = 0
+        self._cuts: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> str | None:
+        cut = self._cuts.get(key)
+        if cut is not None:
+            self._cuts.move_to_end(key)
+        return cut
+
+    def put(self, key: tuple[Any, ...], cut: str) -> None:
+        size = len(key[-1]) + len(cut)
+        if size > self.max_chars:
+            return
+        old = self._cuts.pop(key, None)
+        if old is not None:
+            self.chars -= len(key[-1]) + len(old)
+        self._cuts[key] = cut
+        self.chars += size
+        while len(self._cuts) > self.max_entries or self.chars > self.max_chars:
+            k, v = self._cuts.popitem(last=False)
+            self.chars -= len(k[-1]) + len(v)
+
+
 def apply_policy(messages: Sequence[Any], cfg: ToolOutputConfig, tokenizer: Tokenizer,
-                 count: Callable[[str], int] | None = None) -> ToolOutput:
-    """Measure, flag and (per ``cfg.action``) shrink the tool results of ``messages``."""
+                 count: Callable[[str], int] | None = None,
+                 cuts: CutCache | None = None) -> ToolOutput:
+    """Measure, flag and (per ``cfg.action``) shrink the tool results of ``messages``;
+    ``cuts`` remembers the cuts made (the same result is cut the same way)."""
     count = count or tokenizer.count
     cut = _last_assistant(messages)
     limit = cfg.max_result_tokens
@@ -93,7 +127,13 @@ def apply_policy(messages: Sequence[Any], cfg: ToolOutputConfig, tokenizer: Toke
         out.results += 1
         out.largest_result = max(out.largest_result, n)
         if shrink and limit is not None and n > limit:
-            new = shrink_result(text, limit, cfg, tokenizer, count)
+            key = (tokenizer.name, limit, cfg.action, cfg.head_share, tuple(cfg.fields),
+                   cfg.marker, text)
+            new = cuts.get(key) if cuts is not None else None
+            if new is None:
+                new = shrink_result(text, limit, cfg, tokenizer, count)
+                if cuts is not None:
+                    cuts.put(key, new)
             after = count(new)
             out.removed_tokens += n - after
             out.messages[i] = {**m, "content": new}
