@@ -26,6 +26,7 @@ from tokenplane.tokens.registry import TokenizerRegistry
 MODEL = "sim-llama3-8b"
 TOK = TokenizerRegistry().get("tiktoken:cl100k_base")  # offline, as the gateway loads it
 CAP = 1500
+MONEY_CAP = "0.0002"  # 200 micro-USD: a few steps at 0.10 / 0.40 USD per 1M tokens
 TOOLS: list[Any] = [{"type": "function", "function": {
     "name": "search", "description": "Search the product catalogue.",
     "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
@@ -89,6 +90,7 @@ def config() -> dict[str, Any]:
         "tool_output": {"max_result_tokens": 1000, "max_growth_tokens": 400},
         "overrides": [
             {"tenant": "acme", "app": "capped", "budget": {"max_tokens": CAP}},
+            {"tenant": "acme", "app": "money", "budget": {"max_cost": MONEY_CAP}},
             {"tenant": "acme", "app": "trunc",
              "tool_output": {"max_result_tokens": 64, "action": "truncate",
                              "head_share": 0.25}},
@@ -106,7 +108,8 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
     first = GatewayThread(config(), home).start()
     keys = {name: first.create_key(tenant, app=app) for name, (tenant, app) in {
         "agent": ("acme", "agent"), "capped": ("acme", "capped"), "trunc": ("acme", "trunc"),
-        "fields": ("acme", "fields"), "globex": ("globex", "crm")}.items()}
+        "fields": ("acme", "fields"), "money": ("acme", "money"),
+        "globex": ("globex", "crm")}.items()}
     keys["admin"] = first.create_key("default", admin=True)
     log: dict[str, Any] = {}
     with OpenAI(base_url=first.base_url, api_key=keys["agent"], max_retries=0) as c:
@@ -122,6 +125,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
         log["agent"] = steps
         log["stream"] = stream_step(c, messages)
     log["capped"] = run_capped(first, keys["capped"])
+    log["money"] = run_capped(first, keys["money"], "money-1")
     for app in ("trunc", "fields"):
         log[app] = run_policy(first, keys[app], app)
     log["metrics"] = httpx.get(first.metrics_url, timeout=10).text
@@ -133,10 +137,12 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
 
 def stream_step(c: OpenAI, messages: list[Any]) -> dict[str, Any]:
     """Step 6, streamed: the tool calls are counted from the stream's deltas."""
-    chunks = list(c.chat.completions.create(
+    raw = c.chat.completions.with_raw_response.create(
         model=MODEL, messages=messages, tools=TOOLS, max_tokens=64, tool_choice="required",
         stream=True, stream_options={"include_usage": True},
-        extra_headers=session_headers("trip-42")))
+        extra_headers=session_headers("trip-42"))
+    assert raw.headers["x-tokenplane-step"] == "6"  # on a stream's head too
+    chunks = list(raw.parse())
     calls = {(ch.choices[0].index, tc.index) for ch in chunks if ch.choices
              for tc in (ch.choices[0].delta.tool_calls or []) if tc.id}
     usage = next(ch.usage for ch in chunks if ch.usage is not None)
@@ -191,9 +197,11 @@ def test_growth_flag_is_a_metric(sessions: Sessions) -> None:
     samples = {(s.labels["flag"], s.labels["tenant"]): s.value
                for fam in text_string_to_metric_families(sessions.log["metrics"])
                for s in fam.samples if s.name == "tokenplane_session_tool_output_total"}
-    growth = sum("context_growth" in s["flags"] for s in sessions.log["agent"])
-    growth += sessions.get("/admin/v1/sessions/trip-42", sessions.keys["agent"]).json()[
-        "steps"][5]["flags"].count("context_growth")
+    # every flagged request of the first gateway (all of them name a session)
+    first = ("trip-42", "capped-1", "capped-2", "money-1", "money-2", "trunc-1", "fields-1")
+    rows = sessions.gw.ledger_rows(f"session_id IN {first!r}")
+    growth = sum("context_growth" in json.loads(r["flags"]) for r in rows)
+    assert samples[("tool_output_truncated", "acme")] == 2  # trunc-1 and fields-1
     assert samples[("context_growth", "acme")] == growth > 0
 
 
@@ -227,22 +235,22 @@ def test_usage_cli_prints_the_waterfall_and_its_png(sessions: Sessions, tmp_path
     assert costs == sorted(costs, reverse=True)
 
 
-def run_capped(gw: GatewayThread, key: str) -> dict[str, Any]:
-    """An agent loop in a session capped at CAP tokens, until the cap refuses a step."""
+def run_capped(gw: GatewayThread, key: str, sid: str = "capped-1") -> dict[str, Any]:
+    """An agent loop in a capped session, until the cap refuses a step."""
     with OpenAI(base_url=gw.base_url, api_key=key, max_retries=0) as c:
         messages: list[Any] = [{"role": "system", "content": SYSTEM},
                                {"role": "user", "content": "Find me a cheap blue kettle."}]
         done = 0
         try:
             for step in range(1, 50):
-                agent_step(c, messages, "capped-1", step)
+                agent_step(c, messages, sid, step)
                 done = step
         except openai.RateLimitError as exc:
             refused: Any = exc.body
         else:
             refused = None
         # another session of the same app is not refused
-        agent_step(c, [{"role": "user", "content": "hi"}], "capped-2", 1)
+        agent_step(c, [{"role": "user", "content": "hi"}], sid.replace("-1", "-2"), 1)
     return {"done": done, "refused": refused}
 
 
@@ -267,12 +275,14 @@ def test_session_budget_cuts_the_loop_with_a_429_naming_the_session(
     assert other["total"]["steps"] == 1
 
 
-def _prompt_tokens(c: OpenAI, messages: list[Any], **kw: Any) -> tuple[int, Any]:
-    raw = c.chat.completions.with_raw_response.create(model=MODEL, messages=messages,
-                                                       max_tokens=4, **kw)
-    usage = raw.parse().usage
-    assert usage is not None
-    return usage.prompt_tokens, raw
+def test_a_money_cap_cuts_the_loop_too(sessions: Sessions) -> None:
+    done, body = sessions.log["money"]["done"], sessions.log["money"]["refused"]
+    assert done >= 1 and isinstance(body, dict)
+    assert body["code"] == "session_budget_exceeded"
+    assert "money-1" in body["message"] and "0.000200 USD per session" in body["message"]
+    usage = sessions.get("/admin/v1/sessions/money-1", sessions.keys["money"]).json()
+    assert 0 < usage["total"]["cost_micros"] <= 200
+    assert usage["total"]["steps"] == done + 1
 
 
 def policy_of(app: str) -> ToolOutputConfig:
