@@ -22,13 +22,14 @@ LAYERS = (
 def layer_values(step: dict[str, Any]) -> dict[str, int]:
     """A step's tokens per layer; tool results are part of the ``context`` source,
     shown apart (their content tokens; the template's framing stays in context)."""
-    tool = int(step["tool_output_tokens"])
+    context = int(step["context"])
+    tool = min(int(step["tool_output_tokens"]), context)
     return {
         "system": int(step["system"]),
         "tools": int(step["tools"]),
         "history": int(step["history"]),
-        "context": max(0, int(step["context"]) - tool),
-        "tool output": min(tool, int(step["context"])) if step["context"] else tool,
+        "context": context - tool,
+        "tool output": tool,
         "user": int(step["user"]),
         "output": int(step["output_tokens"]),
     }

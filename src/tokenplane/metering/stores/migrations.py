@@ -187,7 +187,7 @@ def _v6(dialect: int) -> tuple[str, ...]:
     return (
         *(f"ALTER TABLE usage_events ADD COLUMN {name} {col(kind)}"
           for name, kind in _EVENT_COLUMNS_V6),
-        "CREATE INDEX usage_events_session ON usage_events (tenant, session_id)",
+        "CREATE INDEX usage_events_session ON usage_events (session_id, tenant)",
         f"""CREATE TABLE session_rollups (
   tenant TEXT NOT NULL,
   session_id TEXT NOT NULL,
