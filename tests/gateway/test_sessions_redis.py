@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
 from openai import AsyncOpenAI
 
 from tests.gateway.harness import GatewayThread, sim_config
@@ -66,8 +65,3 @@ def test_two_replicas_share_the_session_cap_and_its_steps(tmp_path: Path) -> Non
     steps = sorted(r[2] for r in admitted)
     assert len(set(steps)) == len(steps)  # one counter: no step number given twice
 
-
-@pytest.fixture(autouse=True)
-def _redis() -> None:
-    from tests.services import require_redis
-    require_redis()
