@@ -262,6 +262,7 @@ def test_session_budget_cuts_the_loop_with_a_429_naming_the_session(
     assert body["code"] == "session_budget_exceeded"
     assert body["type"] == "rate_limit_error"
     assert "capped-1" in body["message"] and str(CAP) in body["message"]
+    assert "this step needs" in body["message"]
     assert body["param"] == "x-tokenplane-session"
     usage = sessions.get("/admin/v1/sessions/capped-1", sessions.keys["capped"]).json()
     # reserved step by step: the refused step reached no upstream, and the session

@@ -134,7 +134,8 @@ class AdmissionStage:
                 svc.metrics.session_budget_denials.labels(p.tenant).inc()
                 raise session_budget_error(
                     session.session_id,
-                    describe_denial(session.session_id, result, svc.currency()))
+                    describe_denial(session.session_id, result, svc.currency(),
+                                    plan.amounts.of(result.unit)))
             code = "request_exceeds_limit" if result.never else result.code
             svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
             raise denial_error(result, extra_headers=denial_ratelimit_headers(result),

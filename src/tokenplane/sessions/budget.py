@@ -46,15 +46,18 @@ def session_limits(tenant: str, session_id: str, rules: tuple[LimitRule, ...],
     return [bind(scope, rule, now) for rule in rules]
 
 
-def describe_denial(session_id: str, denial: Denial, currency: str) -> str:
-    """The 429's message: which session, which cap, what is left, what to do."""
+def describe_denial(session_id: str, denial: Denial, currency: str,
+                    needs: int | None = None) -> str:
+    """The 429's message: which session, which cap, what is left, what the step
+    needed (``needs``, in the cap's unit), what to do."""
+    asked = needs if needs is not None else denial.requested
     if denial.unit == "cost_micros":
         cap = f"{money(denial.limit, currency)}"
         left = f"{money(max(0, denial.remaining), currency)}"
-        need = f"{money(denial.requested, currency)}" if denial.requested else ""
+        need = f"{money(asked, currency)}" if asked else ""
     else:
         cap, left = f"{denial.limit} tokens", f"{max(0, denial.remaining)} tokens"
-        need = f"{denial.requested} tokens" if denial.requested else ""
+        need = f"{asked} tokens" if asked else ""
     asks = f"; this step needs {need}" if need else ""
     return (f"Session '{session_id}' has spent its budget ({denial.limit_name}: {cap} per "
             f"session, {left} left{asks}). Start a new session or raise the session "
