@@ -15,6 +15,7 @@ from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
@@ -53,6 +54,9 @@ from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
+from tokenplane.sessions.gateway.steps import StepCounter, make_steps
+from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.slo.canary import guard_spec
 from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.gateway.alerting import SloAlerting
@@ -102,6 +106,7 @@ class Gateway:
     access_log: AccessLog | None = None  # observe.access_log (on by default)
     # RAG context packing: the chat stage's and POST /v1/context/pack's (one cache)
     packer: ContextPacker = field(default_factory=ContextPacker)
+    session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -144,6 +149,8 @@ class Gateway:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
         if self.access_log is not None:
             await self.access_log.close()  # after the requests in flight have finished
+        if self.session_steps is not None:
+            await self.session_steps.close()
         self.keys.close()
 
 
@@ -199,17 +206,21 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
     packer = ContextPacker()
+    steps = (make_steps(config.redis_url, config.admission.key_prefix,
+                        config.admission.timeout_s) if config.sessions.enabled else None)
+    sessions = (SessionStage(SessionSettingsBook(config.sessions), steps, counters, metrics)
+                if steps is not None else None)
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log, context=config.context, packer=packer)
+        access_log, context=config.context, packer=packer, sessions=sessions)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log, packer=packer)
+                 access_log=access_log, packer=packer, session_steps=steps)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -326,6 +337,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),

@@ -156,6 +156,16 @@ def _admin_paths() -> dict[str, Any]:
         f"{PREFIX}/usage/top": {"get": _op("top consumers", params=report + _params(
             "query", by=by, order={"type": "string", "enum": ["cost", "tokens"]},
             limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
+        f"{PREFIX}/sessions": {"get": _op("the costliest agent sessions", params=report
+                                          + _params("query", order={
+                                              "type": "string",
+                                              "enum": ["cost", "tokens", "steps", "recent"]},
+                                              limit={"type": "integer", "minimum": 1,
+                                                     "maximum": 10_000}))},
+        PREFIX + "/sessions/{session_id}": {"get": _op(
+            "an agent session's per-step waterfall (a tenant's key: its own sessions)",
+            params=_params("path", session_id={"type": "string"})
+            + _params("query", tenant={"type": "string"}))},
         f"{PREFIX}/audit": {"get": _op("search audit records", params=_params(
             "query", tenant={"type": "string"}, key_id={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,

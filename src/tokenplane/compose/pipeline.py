@@ -1,7 +1,7 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
-Stages in order: auth, validate, context (RAG packing, pinned marks), [input guard],
-tokens (with the overflow policy), [context cap], admission,
+Stages in order: auth, validate, [session], context (RAG packing, pinned marks),
+[input guard], tokens (with the overflow policy), [context cap], admission,
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
@@ -37,6 +37,7 @@ from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.overflow import Overflow
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
 from tokenplane.pipeline.slo_stage import SloFinisher
 from tokenplane.pipeline.stages import (
     AuthStage,
@@ -70,6 +71,7 @@ class PipelineParts:
     access_log: AccessLog | None = None  # observe.access_log.enabled
     context: ContextConfig = field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
     packer: ContextPacker | None = None  # shared with POST /v1/context/pack (its ranker)
+    sessions: SessionStage | None = None  # agent sessions (config.sessions.enabled)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -92,9 +94,10 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
     offload = CountOffload()  # large prompts counted, many documents packed, off the loop
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
-                           ContextStage(counters, parts.context, overflow, offload,
-                                        parts.packer)]
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
+    if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
+        stages.append(parts.sessions)
+    stages.append(ContextStage(counters, parts.context, overflow, offload, parts.packer))
     tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
+from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
@@ -306,6 +307,7 @@ class GatewayConfig(_Strict):
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
     context: ContextConfig = Field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
+    sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)

@@ -76,6 +76,15 @@ class UsageEvent:
     history_dropped_tokens: int = 0
     overflow: str | None = None  # "trim_history" | "fallback"
     overflow_from: str | None = None  # the alias asked for, on a fallback
+    # agent sessions (docs/SESSIONS.md): the session and step the request named (or the
+    # step the gateway numbered), tool calls in the answer, tool-result tokens in the
+    # prompt, those added since the previous step, and those a tool-output policy removed
+    session_id: str | None = None
+    session_step: int | None = None
+    tool_calls: int = 0
+    tool_output_tokens: int = 0
+    tool_output_added: int = 0
+    tool_output_removed: int = 0
 
     @classmethod
     def from_counts(

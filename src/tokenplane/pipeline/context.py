@@ -16,6 +16,7 @@ from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context_use import OverflowUse
 from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
+from tokenplane.sessions.step import SessionStep
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -122,6 +123,8 @@ class RequestContext:
     pinned: frozenset[int] = frozenset()  # messages history trimming keeps
     overflow: OverflowUse | None = None  # what the overflow policy did
     reply_extra: dict[str, Any] | None = None  # added to a whole answer as "tokenplane"
+    session: SessionStep | None = None  # the agent session and step (session stage)
+    tool_calls: int = 0  # tool calls in the answer (every choice)
 
     @property
     def tenant(self) -> str | None:

@@ -169,10 +169,17 @@ class MeterFinisher:
             model_version=ctx.model_version,
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
+            tool_calls=ctx.tool_calls,
         )
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
             context_fields(ctx, event)
+        step = ctx.session
+        if step is not None:
+            event.session_id, event.session_step = step.session_id, step.step
+            event.tool_output_tokens = step.tool_output_tokens
+            event.tool_output_added = step.tool_output_added
+            event.tool_output_removed = step.tool_output_removed
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
             series.cost(event.currency).inc(event.cost_micros)

@@ -182,14 +182,59 @@ def _v5(dialect: int) -> tuple[str, ...]:
     return tuple(col(name, kind) for name, kind in _EVENT_COLUMNS_V5)
 
 
+# v6: agent sessions (docs/SESSIONS.md): the session and step of each event, the tool
+# calls of its answer and its tool-result tokens; and one rollup row per session, so
+# that listing the costliest sessions reads no events.
+_EVENT_COLUMNS_V6: tuple[tuple[str, str], ...] = (
+    ("session_id", "text?"),
+    ("session_step", "int?"),
+    ("tool_calls", "int0"),
+    ("tool_output_tokens", "int0"),
+    ("tool_output_added", "int0"),
+    ("tool_output_removed", "int0"),
+)
+_SESSION_MEASURES_V6: tuple[str, ...] = (
+    "requests", "steps", "errors", "input_tokens", "output_tokens", "tool_output_added",
+    "tool_calls", "cost_micros",
+)
+
+
+def _v6(dialect: int) -> tuple[str, ...]:
+    integer, real = _T["int"][dialect], _T["real"][dialect]
+
+    def col(kind: str) -> str:
+        if kind == "int0":
+            return f"{integer} NOT NULL DEFAULT 0"
+        return integer if kind == "int?" else _T[kind][dialect]
+
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _SESSION_MEASURES_V6)
+    return (
+        *(f"ALTER TABLE usage_events ADD COLUMN {name} {col(kind)}"
+          for name, kind in _EVENT_COLUMNS_V6),
+        "CREATE INDEX usage_events_session ON usage_events (session_id, tenant)",
+        f"""CREATE TABLE session_rollups (
+  tenant TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  app TEXT NOT NULL,
+  {measures},
+  max_step {integer} NOT NULL DEFAULT 0,
+  first_ts {real} NOT NULL,
+  last_ts {real} NOT NULL,
+  PRIMARY KEY (tenant, session_id, currency)
+)""",
+        "CREATE INDEX session_rollups_last ON session_rollups (last_ts)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)))
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)))
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
-    + _EVENT_COLUMNS_V5
+    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -25,6 +25,11 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import (
+    SESSION_COLUMNS,
+    session_rows,
+    upsert_sessions_sql,
+)
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 
@@ -50,6 +55,11 @@ _UPSERT_ROLLUPS = upsert_rollups_sql(
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
     lambda i: f"${i + 1}",
     _unnest(["text", "text", "text", "bigint", "bigint", "float8", "float8"]),
+)
+
+_UPSERT_SESSIONS = upsert_sessions_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text"] * 4 + ["bigint"] * (len(SESSION_COLUMNS) - 6) + ["float8", "float8"]),
 )
 
 
@@ -172,6 +182,9 @@ class PostgresSink:
             fps = fingerprint_rows(inserted)
             if fps:
                 await con.execute(_UPSERT_FINGERPRINTS, *_columns(fps))
+            sessions = session_rows(inserted)
+            if sessions:
+                await con.execute(_UPSERT_SESSIONS, *_columns(sessions))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import session_rows, upsert_sessions_sql
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
 
@@ -34,6 +35,7 @@ _INSERT_EVENT = (
 )
 _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
+_UPSERT_SESSIONS = upsert_sessions_sql(lambda _: "?")
 
 
 def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
@@ -150,6 +152,9 @@ class SqliteSink:
                 fps = fingerprint_rows(inserted)
                 if fps:
                     cur.executemany(_UPSERT_FINGERPRINTS, fps)
+                sessions = session_rows(inserted)
+                if sessions:
+                    cur.executemany(_UPSERT_SESSIONS, sessions)
             cur.execute("COMMIT")
         except BaseException:
             if self.con.in_transaction:
