@@ -15,6 +15,7 @@ from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_cache import AdminCacheRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
@@ -31,6 +32,8 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
+from tokenplane.cache.gateway.service import ResponseCache
+from tokenplane.compose.cache import build_cache
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
@@ -49,6 +52,7 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
+from tokenplane.pipeline.cache_stage import CacheBilling
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.slo.canary import guard_spec
@@ -98,6 +102,7 @@ class Gateway:
     routing: Routing | None = None  # live replica view, router, scheduler queues
     slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
     access_log: AccessLog | None = None  # observe.access_log (on by default)
+    cache: ResponseCache | None = None  # the response cache (config.cache)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -120,6 +125,8 @@ class Gateway:
             self.slo.start()
         if self.access_log is not None:
             self.access_log.start()
+        if self.cache is not None:
+            await self.cache.start()
 
     async def close(self) -> None:
         if self.slo is not None:
@@ -140,6 +147,8 @@ class Gateway:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
         if self.access_log is not None:
             await self.access_log.close()  # after the requests in flight have finished
+        if self.cache is not None:
+            await self.cache.close()
         self.keys.close()
 
 
@@ -194,17 +203,19 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     slo_counters = SloCounters(slos) if slos else None
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
+    cache = build_cache(config, metrics.registry)
+    hits = CacheBilling(cache, lambda: meter.prices) if cache is not None else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
-        MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log)
+        MeterFinisher(meter, metrics, counters.count_text, predictor, counters, hits),
+        governance, tracing.get_tracer(TRACER_NAME) if tracing is not None else None,
+        slo_counters, access_log, cache)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log)
+                 access_log=access_log, cache=cache)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -320,6 +331,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
+    AdminCacheRoutes(gw.keys, gw.cache).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

@@ -1,8 +1,10 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
 Stages in order: auth, validate, [input guard], tokens, [context cap], admission,
-[schedule], route. The upstream call retries across replicas and fallbacks; with
-governance the output guard wraps it. Finishers, once per request: routing, meter,
+[cache lookup], [schedule], route (a cache hit skips these two). The upstream call
+retries across replicas and fallbacks; the cache serves a hit or stores a miss's
+answer around it (pipeline/cache_stage.py); with governance the output guard wraps
+both. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
 limits the record lists], admission, [tracing], [access log]. The meter finisher also
 records each failed attempt.
@@ -17,6 +19,7 @@ from opentelemetry.trace import Tracer
 
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.auth.principal import Principal
+from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
 from tokenplane.governance.guard_policy import GuardPolicies
@@ -27,6 +30,7 @@ from tokenplane.observe.access_log import AccessLog
 from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
+from tokenplane.pipeline.cache_stage import CachedCall, CacheStage, UnlessHit
 from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
@@ -63,6 +67,7 @@ class PipelineParts:
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
     slo_counters: SloCounters | None = None  # set when SLOs are configured
     access_log: AccessLog | None = None  # observe.access_log.enabled
+    cache: ResponseCache | None = None  # the response cache (config.cache)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -91,10 +96,16 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     if gov is not None:
         stages.append(ContextPolicyStage())
     stages.append(AdmissionStage(parts.admission))
+    cache = parts.cache
+    if cache is not None:
+        stages.append(CacheStage(cache))
     if routing.schedule_stage is not None:
-        stages.append(routing.schedule_stage)
-    stages.append(routing.route_stage)
+        stages.append(routing.schedule_stage if cache is None
+                      else UnlessHit(routing.schedule_stage))
+    stages.append(routing.route_stage if cache is None else UnlessHit(routing.route_stage))
     call: Call = UpstreamCall(max_attempts, router=routing.requests)
+    if cache is not None:
+        call = CachedCall(call, cache)
     if gov is not None:
         call = GuardedCall(call)
     finishers: list[Finisher] = [routing.finisher, parts.meter]

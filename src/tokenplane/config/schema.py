@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.cache_schema import CacheConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
@@ -303,6 +304,7 @@ class GatewayConfig(_Strict):
     routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig())  # type: ignore[call-arg]
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
+    cache: CacheConfig | None = None  # response caches (docs/CACHE.md); None: none
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
@@ -321,6 +323,22 @@ class GatewayConfig(_Strict):
             bad = [f for f in m.fallbacks if f not in seen or f == m.alias]
             if bad:
                 raise ValueError(f"model {m.alias!r}: unknown fallback aliases {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _cache_references(self) -> GatewayConfig:
+        cache = self.cache
+        if cache is None:
+            return self
+        if cache.store == "redis" and not self.redis_url:
+            raise ValueError("cache.store is redis but no redis_url is set")
+        aliases = {m.alias for m in self.models}
+        tenants = {t.name for t in self.tenants}
+        for i, rule in enumerate(cache.rules):
+            if rule.model is not None and rule.model not in aliases:
+                raise ValueError(f"cache.rules[{i}].model: unknown model alias {rule.model!r}")
+            if rule.tenant is not None and tenants and rule.tenant not in tenants:
+                raise ValueError(f"cache.rules[{i}].tenant: unknown tenant {rule.tenant!r}")
         return self
 
     @model_validator(mode="after")

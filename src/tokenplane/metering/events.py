@@ -66,6 +66,14 @@ class UsageEvent:
     # the prompt's prefix fingerprints, JSON [[segment hash, blocks], ...]: the router's
     # chained hash of each content segment and how many full blocks it spans (replay)
     prefix_segments: str | None = None
+    # a response-cache hit (docs/CACHE.md): its kind (exact | semantic; None: not a
+    # hit), the request whose answer was served, and what it saved: the tokens not sent
+    # upstream and their list price less what the hit was billed (cost_micros)
+    cache: str | None = None
+    cache_source_request_id: str | None = None
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_cost_micros: int = 0
 
     @classmethod
     def from_counts(

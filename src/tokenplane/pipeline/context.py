@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
+from tokenplane.cache.hits import CacheFill, CacheHit
 from tokenplane.config.schema import ModelConfig
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.operations.base import Operation
@@ -115,6 +116,8 @@ class RequestContext:
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
     client: ClientLink | None = None  # the client's connection, when the front serves it
     early_count: EarlyCount | None = None  # a large prompt counted before the input guard
+    cache_hit: CacheHit | None = None  # the cached answer served (pipeline/cache_stage.py)
+    cache_fill: CacheFill | None = None  # where a cache miss's answer is stored
 
     @property
     def tenant(self) -> str | None:
