@@ -67,6 +67,13 @@ def exact_key(scope: Scope, operation: str, body: dict[str, Any], stream: bool) 
     return digest(canonical)
 
 
+def comparable(text: str) -> str:
+    """The user's turn as it is embedded: whitespace collapsed and case folded (the
+    encoder is cased; folding raised recall at the same precision on the labelled set,
+    docs/BENCHMARKS.md "Caches")."""
+    return " ".join(text.split()).casefold()
+
+
 def message_text(message: Any) -> str:
     """The text of one chat message (string content, or its text parts joined)."""
     if not isinstance(message, dict):
@@ -117,4 +124,4 @@ def semantic_key(scope: Scope, operation: str, body: dict[str, Any], stream: boo
         "scope": scope.parts(), "op": operation, "stream": stream, "system": system_fp,
         "tools": tools_fp, "history": digest(history), "shape": _picked(body, SHAPE_FIELDS),
     })
-    return SemanticKey(partition, text, system_fp, tools_fp)
+    return SemanticKey(partition, comparable(text), system_fp, tools_fp)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # the semantic threshold shipped: precision >= 0.95 on bench/data/paraphrases.tsv
 # (tests/cache/test_precision.py, docs/BENCHMARKS.md "Caches")
-SHIPPED_THRESHOLD = 0.9
+SHIPPED_THRESHOLD = 0.92
 
 
 class _Strict(BaseModel):
