@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.cache.harness import MODEL, SYSTEM, cache_config, chat, post
+from tests.cache.harness import MODEL, cache_config, chat, post
 from tests.gateway.harness import GatewayThread
 
 TOOLS = [{"type": "function", "function": {
