@@ -58,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2, 3, 4]]  # exactly one of them ran each migration
+        assert applied == [[], [1, 2, 3, 4, 7]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 4
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 5
     finally:
         await first.close()
         await second.close()
@@ -105,10 +105,10 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
-                      ("slo_class", "prefix_segments"))
+                      ("slo_class", "prefix_segments", *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2, 3, 4]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3, 4, 7]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
@@ -125,15 +125,42 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments",))
+                      ("prefix_segments", *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [4]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [4, 7]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1, slo_class="batch")
         assert row_event(rows[0]).prefix_segments is None
         await sink.write([make_event(2, prefix_segments="[[-5,3],[77,1]]")])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
         assert row_event(rows[0]).prefix_segments == "[[-5,3],[77,1]]"
+    finally:
+        await sink.close()
+
+
+CACHE_COLUMNS = ("cache", "cache_source_request_id", "saved_input_tokens",
+                 "saved_output_tokens", "saved_cost_micros")
+
+
+async def test_a_v4_ledger_gains_the_cache_columns(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 7 keeps its rows; they read back as no cache
+    hit with nothing saved, and a hit's row carries its kind, source and savings."""
+    await _old_ledger(sink_target, monkeypatch, 4, make_event(1, slo_class="batch"),
+                      CACHE_COLUMNS)
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [7]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        old = row_event(rows[0])
+        assert old == make_event(1, slo_class="batch")
+        assert old.cache is None and old.saved_cost_micros == 0
+        hit = make_event(2, cache="semantic", cache_source_request_id="req-1",
+                         saved_input_tokens=30, saved_output_tokens=12, saved_cost_micros=77)
+        await sink.write([hit])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE cache = ?", ["semantic"])
+        assert [row_event(r) for r in rows] == [hit]
     finally:
         await sink.close()
