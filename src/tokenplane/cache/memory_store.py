@@ -89,6 +89,9 @@ class MemoryStore:
         self._semantic += len(entries)
         while self._semantic > self.semantic_max and self._order:
             self._evict(*self._order.popleft())
+        if len(self._order) > 2 * max(self.semantic_max, self._semantic):
+            self._order = deque(o for o in self._order if o[0] in self._parts
+                                and o[1] in self._parts[o[0]].rows)
         if part.index.dead * 2 >= part.index.rows:
             self._compact(partition, part, first.created)
 
