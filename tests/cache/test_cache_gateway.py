@@ -158,3 +158,31 @@ def test_admin_invalidation(gw: GatewayThread, keys: dict[str, str]) -> None:
     assert "x-tokenplane-cache" not in post(gw.base_url, keys["a"], body).headers
     # beta's entry is untouched
     assert post(gw.base_url, keys["b"], body).headers["x-tokenplane-cache"] == "exact"
+
+
+def test_a_canary_version_has_its_own_entries(tmp_path: Path) -> None:
+    """With a split between model versions, an answer of v1 is never served to a request
+    routed to v2 (the scope holds the version routing chose)."""
+    cfg = cache_config()
+    model = cfg["models"][0]
+    model["backends"] = [
+        {"id": "stable", "type": "sim", "profile": "instant", "model_version": "v1"},
+        {"id": "canary", "type": "sim", "profile": "instant", "model_version": "v2"}]
+    cfg["routing"] = {"splits": {MODEL: {"weights": {"v1": 50, "v2": 50},
+                                         "header": "x-canary",
+                                         "header_versions": {"always": "v2", "never": "v1"}}}}
+    g = GatewayThread(cfg, tmp_path).start()
+    try:
+        key = g.create_key("alpha", app="billing")
+        body = chat("Which version answers this?")
+
+        def ask(pin: str) -> httpx.Response:
+            return httpx.post(f"{g.base_url}/chat/completions", json=body, timeout=30,
+                              headers={"authorization": f"Bearer {key}", "x-canary": pin})
+
+        assert "x-tokenplane-cache" not in ask("never").headers
+        assert ask("never").headers["x-tokenplane-cache"] == "exact"
+        assert "x-tokenplane-cache" not in ask("always").headers  # v2: a scope of its own
+        assert ask("always").headers["x-tokenplane-cache"] == "exact"
+    finally:
+        g.stop()

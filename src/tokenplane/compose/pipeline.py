@@ -98,7 +98,8 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     stages.append(AdmissionStage(parts.admission))
     cache = parts.cache
     if cache is not None:
-        stages.append(CacheStage(cache))
+        requests = routing.requests  # a canary split's version, chosen once per request
+        stages.append(CacheStage(cache, lambda ctx: requests.info(ctx).version))
     if routing.schedule_stage is not None:
         stages.append(routing.schedule_stage if cache is None
                       else UnlessHit(routing.schedule_stage))

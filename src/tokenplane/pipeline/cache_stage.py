@@ -33,16 +33,22 @@ SOURCE_HEADER = "x-tokenplane-cache-source"
 
 
 class CacheStage:
-    def __init__(self, cache: ResponseCache) -> None:
+    """``version``: the model version routing will use for the request (a canary
+    split's choice, made once and kept on the request; None: no split)."""
+
+    def __init__(self, cache: ResponseCache,
+                 version: Callable[[RequestContext], str | None] | None = None) -> None:
         self.cache = cache
+        self.version = version
 
     async def run(self, ctx: RequestContext) -> None:
         p = ctx.principal
         if p is None or ctx.alias is None:
             return
+        version = self.version(ctx) if self.version is not None else None
         hit, fill = await self.cache.lookup(
             p.tenant, p.app or "", ctx.alias, ctx.operation.name, ctx.body, ctx.stream,
-            time.time())
+            time.time(), version)
         ctx.cache_hit, ctx.cache_fill = hit, fill
         if hit is not None:
             ctx.response_headers[CACHE_HEADER] = hit.kind

@@ -87,7 +87,8 @@ def answer_usage(payload: tuple[bytes, ...], stream: bool) -> tuple[int, int] | 
 
 
 class ResponseCache:
-    """``version``: the model version an alias's entries are scoped to."""
+    """``version``: the model version of an alias's entries when the request's own is
+    not known (no canary split chose one): its deployment (compose/cache.py)."""
 
     def __init__(self, config: CacheConfig, store: CacheStore, embedder: Embedder | None,
                  registry: CollectorRegistry, version: Callable[[str], str]) -> None:
@@ -121,15 +122,17 @@ class ResponseCache:
         return vec
 
     async def lookup(self, tenant: str, app: str, alias: str, operation: str,
-                     body: dict[str, Any], stream: bool, now: float
+                     body: dict[str, Any], stream: bool, now: float,
+                     version: str | None = None
                      ) -> tuple[CacheHit | None, CacheFill | None]:
-        """The hit to serve, else what to store when the upstream has answered."""
+        """The hit to serve, else what to store when the upstream has answered.
+        ``version``: the model version routing chose for the request (a split's)."""
         if operation not in CACHED_OPERATIONS:
             return None, None
         decision = self.policy.decide(tenant, app, alias, body)
         if not (decision.exact or decision.semantic):
             return None, None
-        scope = Scope(tenant, app, alias, self.version(alias))
+        scope = Scope(tenant, app, alias, version or self.version(alias))
         count = self.metrics.requests.labels
         key = exact_key(scope, operation, body, stream) if decision.exact else None
         if key is not None:
