@@ -36,7 +36,7 @@ from aiohttp import web
 from tokenplane.api.front.server import GatewayServer
 from tokenplane.app import GATEWAY_KEY, build_app
 from tokenplane.cache.entry import Entry
-from tokenplane.cache.keys import comparable
+from tokenplane.cache.keys import comparable, numbers
 from tokenplane.cache.memory_store import MemoryStore
 from tokenplane.compose.config_file import validate_config
 from tokenplane.config.cache_schema import SHIPPED_THRESHOLD
@@ -194,12 +194,18 @@ def precision(embedder: UseEmbedder) -> dict[str, Any]:
     scores = (a * b).sum(axis=1)
     labels = np.array([int(r[1]) for r in rows])
     langs = np.array([r[0] for r in rows])
+    same = np.array([numbers(comparable(r[2])) == numbers(comparable(r[3])) for r in rows])
     table: dict[str, Any] = {"pairs": len(rows), "positives": int(labels.sum())}
     for th in (0.85, 0.88, 0.9, 0.92, 0.94):
         row: dict[str, Any] = {}
+        unguarded = (scores >= th)
+        tp = int((unguarded & (labels == 1)).sum())
+        row["all_without_number_guard"] = {
+            "precision": round(tp / max(1, int(unguarded.sum())), 3),
+            "false_hits": int((unguarded & (labels == 0)).sum())}
         for lang in ("all", "en", "zh"):
             mask = np.ones(len(rows), bool) if lang == "all" else langs == lang
-            served = (scores >= th) & mask
+            served = (scores >= th) & mask & same
             tp = int((served & (labels == 1)).sum())
             row[lang] = {"precision": round(tp / max(1, int(served.sum())), 3),
                          "recall": round(tp / int(((labels == 1) & mask).sum()), 3),
@@ -215,7 +221,11 @@ def precision(embedder: UseEmbedder) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--precision-only", action="store_true")
     args = ap.parse_args()
+    if args.precision_only:
+        print(json.dumps(precision(UseEmbedder()), indent=2))
+        return
     n = 100 if args.quick else 500
     emb = UseEmbedder()
     t0 = time.perf_counter()

@@ -10,14 +10,16 @@ whatever the text (the cross-tenant leak test holds this).
   the order of a body's fields does not matter; everything else does.
 - The semantic partition hashes the scope plus what must be *equal* for a near
   question to share an answer: the system prompt's fingerprint, the tool schema's
-  fingerprint, the conversation before the user's turn, and the request's shape
-  (sampling fields, output cap, response format, stream). Only the user's turn is
-  compared by meaning, within its partition.
+  fingerprint, the conversation before the user's turn, the request's shape
+  (sampling fields, output cap, response format, stream) and the numbers the user's
+  turn writes in digits. Only the user's turn is compared by meaning, within its
+  partition.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ SHAPE_FIELDS = (
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 PROMPT_FIELDS = ("messages", "prompt")
 SYSTEM_ROLES = ("system", "developer")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 
 
 def digest(obj: Any) -> str:
@@ -72,6 +75,12 @@ def comparable(text: str) -> str:
     encoder is cased; folding raised recall at the same precision on the labelled set,
     docs/BENCHMARKS.md "Caches")."""
     return " ".join(text.split()).casefold()
+
+
+def numbers(text: str) -> tuple[str, ...]:
+    """The numbers written in digits in a text, sorted: "top 3" and "top 5" must not
+    share an answer however close their embeddings (they are part of the partition)."""
+    return tuple(sorted(_NUMBER.findall(text)))
 
 
 def message_text(message: Any) -> str:
@@ -123,5 +132,6 @@ def semantic_key(scope: Scope, operation: str, body: dict[str, Any], stream: boo
     partition = digest({
         "scope": scope.parts(), "op": operation, "stream": stream, "system": system_fp,
         "tools": tools_fp, "history": digest(history), "shape": _picked(body, SHAPE_FIELDS),
+        "numbers": numbers(text),
     })
     return SemanticKey(partition, comparable(text), system_fp, tools_fp)
