@@ -79,3 +79,20 @@ def test_embedder_batches_like_single_calls() -> None:
     long = "word " * 5000
     assert len(clipped(long)) <= 2001
     assert np.isclose(np.linalg.norm(emb.embed([long])[0]), 1.0, atol=1e-4)
+
+
+def test_the_model_loads_with_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weights come from the installed package: with the hub marked offline and
+    every socket connect refused, a fresh embedder loads and embeds."""
+    import socket
+
+    def refuse(*_: object, **__: object) -> None:
+        raise OSError("network used while loading the embedding model")
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    emb = UseEmbedder()
+    assert not emb.loaded
+    out = emb.embed(["离线也能加载", "loads offline"])
+    assert emb.loaded and out.shape == (2, 512)

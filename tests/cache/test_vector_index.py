@@ -68,3 +68,21 @@ def test_store_ttl_bounds_and_invalidation() -> None:
     assert store.nearest("q", v[4], 0.99, 1) is not None
     assert store.get_exact("kb", 1) is not None
     assert store.invalidate("t") == 1
+
+
+def test_store_holds_at_most_max_bytes() -> None:
+    rng = np.random.default_rng(3)
+    store = MemoryStore(exact_max=100, semantic_max=100, dim=512, max_bytes=1000)
+    big = [Entry(f"r{i}", "t", "a", False, (b"x" * 300,), 1, 1, 0, 60) for i in range(5)]
+    for i, e in enumerate(big[:4]):
+        store.put_exact(f"k{i}", e)
+    assert store.bytes <= 1000 and store.get_exact("k0", 1) is None  # least recent went
+    assert store.get_exact("k3", 1) is not None
+    v = _unit(rng, 3)
+    for i in range(3):
+        store.put_semantic("p", v[i], [Entry(f"s{i}", "t", "a", False, (b"y" * 300,),
+                                             1, 1, 0, 60)])
+    assert store.bytes <= 1000
+    assert store.nearest("p", v[2], 0.99, 1) is not None  # the newest stays
+    store.invalidate("t")
+    assert store.bytes == 0

@@ -28,9 +28,12 @@ class _Partition:
 
 
 class MemoryStore:
-    def __init__(self, exact_max: int, semantic_max: int, dim: int = 512) -> None:
+    def __init__(self, exact_max: int, semantic_max: int, dim: int = 512,
+                 max_bytes: int = 256 << 20) -> None:
         self.exact_max = exact_max
         self.semantic_max = semantic_max
+        self.max_bytes = max_bytes
+        self.bytes = 0  # the answers held (an answer in both caches counts twice)
         self.dim = dim
         self._exact: OrderedDict[str, Entry] = OrderedDict()
         self._parts: dict[str, _Partition] = {}
@@ -47,15 +50,28 @@ class MemoryStore:
             return None
         if entry.expires <= now:
             del self._exact[key]
+            self.bytes -= entry.size()
             return None
         self._exact.move_to_end(key)
         return entry
 
     def put_exact(self, key: str, entry: Entry) -> None:
+        old = self._exact.pop(key, None)
+        if old is not None:
+            self.bytes -= old.size()
         self._exact[key] = entry
-        self._exact.move_to_end(key)
+        self.bytes += entry.size()
         while len(self._exact) > self.exact_max:
-            self._exact.popitem(last=False)
+            self.bytes -= self._exact.popitem(last=False)[1].size()
+        self._shed()
+
+    def _shed(self) -> None:
+        """Evicts until the answers held fit ``max_bytes``: exact entries least recently
+        used first, then semantic ones oldest first."""
+        while self.bytes > self.max_bytes and self._exact:
+            self.bytes -= self._exact.popitem(last=False)[1].size()
+        while self.bytes > self.max_bytes and self._order:
+            self._evict(*self._order.popleft())
 
     # -- semantic -----------------------------------------------------------------------
 
@@ -87,8 +103,10 @@ class MemoryStore:
             part.rows[e.seq] = row
             self._order.append((partition, e.seq))
         self._semantic += len(entries)
+        self.bytes += sum(e.size() for e in entries)
         while self._semantic > self.semantic_max and self._order:
             self._evict(*self._order.popleft())
+        self._shed()
         if len(self._order) > 2 * max(self.semantic_max, self._semantic):
             self._order = deque(o for o in self._order if o[0] in self._parts
                                 and o[1] in self._parts[o[0]].rows)
@@ -100,13 +118,17 @@ class MemoryStore:
         if part is None:
             return
         row = part.rows.pop(seq, None)
-        if row is not None and part.index.remove(row) is not None:
+        gone = part.index.remove(row) if row is not None else None
+        if gone is not None:
             self._semantic -= 1
+            self.bytes -= gone.size()
 
     def _compact(self, name: str, part: _Partition, now: float) -> None:
         before = len(part.index)
+        held = sum(e.size() for e in part.index.items if e is not None)
         moves = part.index.compact(now)
         self._semantic -= before - len(part.index)
+        self.bytes -= held - sum(e.size() for e in part.index.items if e is not None)
         if moves:
             part.rows = {seq: moves[row] for seq, row in part.rows.items() if row in moves}
         if len(part.index) == 0:
@@ -121,12 +143,13 @@ class MemoryStore:
 
         gone = [k for k, e in self._exact.items() if matches(e.tenant, e.app)]
         for k in gone:
-            del self._exact[k]
+            self.bytes -= self._exact.pop(k).size()
         removed = len(gone)
         for name in [n for n, p in self._parts.items() if matches(p.tenant, p.app)]:
             part = self._parts.pop(name)
             removed += len(part.index)
             self._semantic -= len(part.index)
+            self.bytes -= sum(e.size() for e in part.index.items if e is not None)
         return removed
 
     def sizes(self) -> tuple[int, int]:

@@ -33,6 +33,7 @@ def build_cache(config: GatewayConfig, registry: CollectorRegistry) -> ResponseC
         store = RedisStore.from_url(config.redis_url, cfg.key_prefix,
                                     cfg.semantic.max_entries, embedder.dim)
     else:
-        store = EmbeddedStore(cfg.exact.max_entries, cfg.semantic.max_entries, embedder.dim)
+        store = EmbeddedStore(cfg.exact.max_entries, cfg.semantic.max_entries, embedder.dim,
+                              cfg.max_bytes)
     versions = alias_versions(config)
     return ResponseCache(cfg, store, embedder, registry, lambda alias: versions.get(alias, ""))

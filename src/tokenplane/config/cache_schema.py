@@ -63,11 +63,16 @@ class CacheRule(_Strict):
 
 class CacheConfig(_Strict):
     """``store``: ``memory`` (each process its own) or ``redis`` (replicas share it;
-    needs ``redis_url``), under ``key_prefix``."""
+    needs ``redis_url``), under ``key_prefix``. An answer larger than
+    ``max_entry_bytes`` (a stream is kept as its events: about 300 bytes a token) is
+    not stored; the memory store holds at most ``max_bytes`` of answers, the least
+    recently used exact entries and the oldest semantic ones going first."""
 
     enabled: bool = True
     store: Literal["memory", "redis"] = "memory"
     key_prefix: str = Field("tokenplane:cache:", min_length=1)
+    max_entry_bytes: int = Field(1 << 20, ge=1)
+    max_bytes: int = Field(256 << 20, ge=1)
     exact: ExactCacheConfig = Field(default_factory=lambda: ExactCacheConfig())  # type: ignore[call-arg]
     semantic: SemanticCacheConfig = Field(default_factory=lambda: SemanticCacheConfig())  # type: ignore[call-arg]
     billing: CacheBillingConfig = Field(default_factory=lambda: CacheBillingConfig())  # type: ignore[call-arg]

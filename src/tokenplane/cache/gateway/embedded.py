@@ -11,8 +11,9 @@ from tokenplane.cache.memory_store import MemoryStore
 
 
 class EmbeddedStore:
-    def __init__(self, exact_max: int, semantic_max: int, dim: int) -> None:
-        self.memory = MemoryStore(exact_max, semantic_max, dim)
+    def __init__(self, exact_max: int, semantic_max: int, dim: int,
+                 max_bytes: int = 256 << 20) -> None:
+        self.memory = MemoryStore(exact_max, semantic_max, dim, max_bytes)
 
     async def get_exact(self, tenant: str, app: str, key: str, now: float) -> Entry | None:
         return self.memory.get_exact(key, now)

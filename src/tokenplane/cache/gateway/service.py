@@ -156,10 +156,12 @@ class ResponseCache:
     async def fill(self, fill: CacheFill, request_id: str, stream: bool,
                    payload: tuple[bytes, ...], now: float) -> bool:
         """Stores a complete answer (one with usage and no error); True if stored."""
+        cfg = self.config
+        if sum(len(p) for p in payload) > cfg.max_entry_bytes:
+            return False
         usage = answer_usage(payload, stream)
         if usage is None:
             return False
-        cfg = self.config
         scope = fill.scope
         if fill.exact_key is not None:
             await self.store.put_exact(fill.exact_key, Entry(
