@@ -222,9 +222,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--precision-only", action="store_true")
+    ap.add_argument("--hit-path-only", action="store_true")
     args = ap.parse_args()
     if args.precision_only:
         print(json.dumps(precision(UseEmbedder()), indent=2))
+        return
+    if args.hit_path_only:
+        print(json.dumps({"hit_path": asyncio.run(hit_path(500)),
+                          "cache_stage": stage_time(500)}, indent=2))
         return
     n = 100 if args.quick else 500
     emb = UseEmbedder()
