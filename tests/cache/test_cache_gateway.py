@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from tests.cache.harness import MODEL, cache_config, chat, post
+from tests.cache.harness import MODEL, SYSTEM, cache_config, chat, post
 from tests.gateway.harness import GatewayThread
 
 TOOLS = [{"type": "function", "function": {
@@ -186,3 +186,26 @@ def test_a_canary_version_has_its_own_entries(tmp_path: Path) -> None:
         assert ask("always").headers["x-tokenplane-cache"] == "exact"
     finally:
         g.stop()
+
+
+def test_completions_and_semantic_streams(gw: GatewayThread, keys: dict[str, str]) -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key=keys["a"], max_retries=0)
+    first = client.completions.with_raw_response.create(
+        model=MODEL, prompt="The three primary colours are", max_tokens=6, temperature=0)
+    again = client.completions.with_raw_response.create(
+        model=MODEL, prompt="The three primary colours are", max_tokens=6, temperature=0)
+    assert "x-tokenplane-cache" not in first.headers
+    assert again.headers["x-tokenplane-cache"] == "exact"
+    assert again.parse().choices[0].text == first.parse().choices[0].text
+    msgs: list[Any] = [SYSTEM, {"role": "user", "content": "How do I rotate my API key?"}]
+    near: list[Any] = [SYSTEM, {"role": "user", "content": "How can I rotate my API key?"}]
+    live = list(client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=8,
+                                               temperature=0, stream=True))
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=near, max_tokens=8, temperature=0, stream=True)
+    assert raw.headers["x-tokenplane-cache"] == "semantic"
+    replay = list(raw.parse())
+    assert all(c.usage is None for c in replay)  # not asked: the usage chunk is held back
+    text = "".join(c.choices[0].delta.content or "" for c in replay if c.choices)
+    assert text == "".join(c.choices[0].delta.content or "" for c in live if c.choices)
+    client.close()

@@ -86,3 +86,20 @@ def test_store_holds_at_most_max_bytes() -> None:
     assert store.nearest("p", v[2], 0.99, 1) is not None  # the newest stays
     store.invalidate("t")
     assert store.bytes == 0
+
+
+def test_only_complete_answers_with_usage_are_kept() -> None:
+    from tokenplane.cache.gateway.service import answer_usage
+
+    body = (b'{"choices":[{"message":{"content":"hi"}}],'
+            b'"usage":{"prompt_tokens":5,"completion_tokens":2}}')
+    assert answer_usage((body,), False) == (5, 2)
+    assert answer_usage((b'{"choices":[]}',), False) is None  # no usage
+    assert answer_usage((b'{"error":{"message":"x"}}',), False) is None
+    assert answer_usage((b"not json",), False) is None
+    events = (b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n',
+              b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1}}\n\n'
+              b"data: [DONE]\n\n")
+    assert answer_usage(events, True) == (5, 1)
+    broken = (events[0], b'data: {"error":{"message":"upstream timeout"}}\n\n')
+    assert answer_usage(broken, True) is None
