@@ -99,10 +99,20 @@ def test_redis_store_is_shared_by_two_gateways(tmp_path: Path) -> None:
                 "x-tokenplane-cache"] == "semantic"
             admin = one.create_key("alpha", admin=True)
             root = one.base_url.removesuffix("/v1")
+            auth = {"authorization": f"Bearer {admin}"}
+            other_app = httpx.delete(f"{root}/admin/v1/cache", headers=auth,
+                                     params={"tenant": "alpha", "app": "wiki"})
+            assert other_app.status_code == 200
+            assert post(two.base_url, k2, body).headers["x-tokenplane-cache"] == "exact"
             done = httpx.delete(f"{root}/admin/v1/cache", params={"tenant": "alpha"},
-                                headers={"authorization": f"Bearer {admin}"})
+                                headers=auth)
             assert done.status_code == 200 and done.json()["removed"] >= 2
+            # gone for every replica, exact and semantic; beta's entries stay
             assert "x-tokenplane-cache" not in post(two.base_url, k2, body).headers
+            assert "x-tokenplane-cache" not in post(
+                one.base_url, k1, chat("How can I add a teammate?")).headers
+            assert post(one.base_url, one.create_key("beta", app="support"), body).headers[
+                "x-tokenplane-cache"] == "exact"
         finally:
             one.stop()
             two.stop()

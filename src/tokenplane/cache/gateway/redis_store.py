@@ -91,6 +91,7 @@ class RedisStore:
         self.dim = dim
         self._rotate = rotation(dim)
         self._mirrors: OrderedDict[str, _Mirror] = OrderedDict()  # by (T, A, partition)
+        self._rows = 0  # rows over all mirrors
         self._get_exact = client.register_script(GET_EXACT)
         self._put_exact = client.register_script(PUT_EXACT)
         self._sync = client.register_script(SYNC)
@@ -160,6 +161,8 @@ class RedisStore:
         got_name = reply[0].decode() if isinstance(reply[0], bytes) else str(reply[0])
         base, full, records = int(reply[1]), int(reply[2]), list(reply[3])
         if mirror is None or full:
+            if mirror is not None:
+                self._rows -= mirror.index.rows
             mirror = _Mirror(got_name, base, VectorIndex(self.dim, self._rotate))
             self._mirrors[mkey] = mirror
         self._mirrors.move_to_end(mkey)
@@ -168,14 +171,16 @@ class RedisStore:
             rows = mirror.index.add_many(vecs, list(ids), float(expires.max()))
             mirror.index.expires[rows[0]:rows[-1] + 1] = expires
             mirror.count += len(records)
+            self._rows += len(records)
         self._bound()
         return mirror
 
     def _bound(self) -> None:
-        total = sum(m.index.rows for m in self._mirrors.values())
-        while total > self.semantic_max and len(self._mirrors) > 1:
+        """Drops the least recently used mirrors beyond ``semantic_max`` rows (they are
+        reloaded from Redis when next looked up)."""
+        while self._rows > self.semantic_max and len(self._mirrors) > 1:
             _, old = self._mirrors.popitem(last=False)
-            total -= old.index.rows
+            self._rows -= old.index.rows
 
     async def nearest(self, tenant: str, app: str, partition: str,
                       vec: npt.NDArray[np.float32], threshold: float, now: float
@@ -225,7 +230,7 @@ class RedisStore:
                 deleted += int(await self.client.unlink(*batch))
         drop = [k for k in self._mirrors if k.startswith(f"{t}:" if app is None else f"{t}:{a}:")]
         for k in drop:
-            del self._mirrors[k]
+            self._rows -= self._mirrors.pop(k).index.rows
         return deleted
 
     async def close(self) -> None:
