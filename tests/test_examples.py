@@ -771,6 +771,36 @@ def _serve_postgres_redis(gateways: Gateways, url: str, prefix: str) -> None:
         gateways.close()
 
 
+def test_serves_cache(gateways: Gateways) -> None:
+    gw = gateways.start(example("cache.yaml"))
+    support = gw.create_key("acme", app="support-bot")
+    other = gw.create_key("acme", app="wiki")
+    msgs: list[Any] = [{"role": "user", "content": "How do I reset my password?"}]
+    near: list[Any] = [{"role": "user", "content": "How can I reset my password?"}]
+    with client(gw, support) as c, client(gw, other) as o:
+        first = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=msgs, max_tokens=8, temperature=0)
+        assert "x-tokenplane-cache" not in first.headers
+        again = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=msgs, max_tokens=8, temperature=0)
+        assert again.headers["x-tokenplane-cache"] == "exact"
+        assert again.parse().choices[0].message.content == \
+            first.parse().choices[0].message.content
+        semantic = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=near, max_tokens=8, temperature=0)
+        assert semantic.headers["x-tokenplane-cache"] == "semantic"
+        # the wiki app: exact only (the model's rule), no semantic hit, no other app's entry
+        wiki = o.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=near, max_tokens=8, temperature=0)
+        assert "x-tokenplane-cache" not in wiki.headers
+    gateways.stop(gw)
+    rows = {r["request_id"]: r for r in gw.ledger_rows()}
+    hit = rows[again.headers["x-request-id"]]
+    assert hit["cache"] == "exact" and hit["saved_output_tokens"] == 8
+    assert hit["cost_micros"] + hit["saved_cost_micros"] > 0
+    assert hit["cost_micros"] * 10 <= hit["cost_micros"] + hit["saved_cost_micros"] + 10
+
+
 def test_examples_hold_no_secrets() -> None:
     """Secrets are referenced by variable name, never written (the project's rule)."""
     for path in FILES:

@@ -15,6 +15,7 @@ from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_cache import AdminCacheRoutes
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
@@ -33,6 +34,8 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
+from tokenplane.cache.gateway.service import ResponseCache
+from tokenplane.compose.cache import build_cache
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
@@ -52,6 +55,7 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
+from tokenplane.pipeline.cache_stage import CacheBilling
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.session_stage import SessionStage
@@ -107,6 +111,7 @@ class Gateway:
     # RAG context packing: the chat stage's and POST /v1/context/pack's (one cache)
     packer: ContextPacker = field(default_factory=ContextPacker)
     session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
+    cache: ResponseCache | None = None  # the response cache (config.cache)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -129,6 +134,8 @@ class Gateway:
             self.slo.start()
         if self.access_log is not None:
             self.access_log.start()
+        if self.cache is not None:
+            await self.cache.start()
 
     async def close(self) -> None:
         if self.slo is not None:
@@ -151,6 +158,8 @@ class Gateway:
             await self.access_log.close()  # after the requests in flight have finished
         if self.session_steps is not None:
             await self.session_steps.close()
+        if self.cache is not None:
+            await self.cache.close()
         self.keys.close()
 
 
@@ -210,17 +219,20 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                         config.admission.timeout_s) if config.sessions.enabled else None)
     sessions = (SessionStage(SessionSettingsBook(config.sessions), steps, counters, metrics)
                 if steps is not None else None)
+    cache = build_cache(config, metrics.registry)
+    hits = CacheBilling(cache, lambda: meter.prices) if cache is not None else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
-        MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log, context=config.context, packer=packer, sessions=sessions)
+        MeterFinisher(meter, metrics, counters.count_text, predictor, counters, hits),
+        governance, tracing.get_tracer(TRACER_NAME) if tracing is not None else None,
+        slo_counters, access_log, context=config.context, packer=packer, sessions=sessions,
+        cache=cache)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log, packer=packer, session_steps=steps)
+                 access_log=access_log, packer=packer, session_steps=steps, cache=cache)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -339,6 +351,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
+    AdminCacheRoutes(gw.keys, gw.cache).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

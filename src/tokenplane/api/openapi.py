@@ -174,6 +174,10 @@ def _admin_paths() -> dict[str, Any]:
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",
             params=_params("query", tenant={"type": "string"}))},
+        f"{PREFIX}/cache": {"delete": _op(
+            "drop a tenant's (or one app's) cached answers, exact and semantic (a "
+            "tenant's key: its own tenant only)",
+            params=_params("query", tenant={"type": "string"}, app={"type": "string"}))},
     }
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.cache_schema import CacheConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
@@ -308,6 +309,7 @@ class GatewayConfig(_Strict):
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
     context: ContextConfig = Field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
     sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())  # type: ignore[call-arg]
+    cache: CacheConfig | None = None  # response caches (docs/CACHE.md); None: none
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
@@ -342,6 +344,19 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} has a "
                                  f"window of {other.context_window} tokens, not larger than "
                                  f"{m.context_window}")
+    def _cache_references(self) -> GatewayConfig:
+        cache = self.cache
+        if cache is None:
+            return self
+        if cache.store == "redis" and not self.redis_url:
+            raise ValueError("cache.store is redis but no redis_url is set")
+        aliases = {m.alias for m in self.models}
+        tenants = {t.name for t in self.tenants}
+        for i, rule in enumerate(cache.rules):
+            if rule.model is not None and rule.model not in aliases:
+                raise ValueError(f"cache.rules[{i}].model: unknown model alias {rule.model!r}")
+            if rule.tenant is not None and tenants and rule.tenant not in tenants:
+                raise ValueError(f"cache.rules[{i}].tenant: unknown tenant {rule.tenant!r}")
         return self
 
     @model_validator(mode="after")

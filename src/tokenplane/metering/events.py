@@ -85,6 +85,14 @@ class UsageEvent:
     tool_output_tokens: int = 0
     tool_output_added: int = 0
     tool_output_removed: int = 0
+    # a response-cache hit (docs/CACHE.md): its kind (exact | semantic; None: not a
+    # hit), the request whose answer was served, and what it saved: the tokens not sent
+    # upstream and their list price less what the hit was billed (cost_micros)
+    cache: str | None = None
+    cache_source_request_id: str | None = None
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_cost_micros: int = 0
 
     @classmethod
     def from_counts(

@@ -115,7 +115,8 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
-                      ("slo_class", "prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS))
+                      ("slo_class", "prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS,
+                       *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[1:]  # type: ignore[attr-defined]
@@ -135,7 +136,7 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS))
+                      ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[3:]  # type: ignore[attr-defined]
@@ -155,10 +156,10 @@ async def test_a_v4_ledger_gains_the_context_columns(
     """A ledger written before migration 5 keeps its rows (zero context tokens, no
     overflow); new rows carry the packing and overflow figures."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 6]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old == make_event(1, prefix_segments="[[1,2]]")
@@ -181,10 +182,10 @@ async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
     """A ledger written before migration 6 keeps its rows (no session); new rows carry
     their session and step, and the session rollups sum only the rows inserted."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 6]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old.session_id is None and old.session_step is None and old.tool_calls == 0
@@ -211,5 +212,32 @@ async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
         assert acme["input_tokens"] == 5 * 15
         assert acme["first_ts"] == 1_700_000_000.0
         assert acme["last_ts"] == 1_700_000_013.0
+    finally:
+        await sink.close()
+
+
+CACHE_COLUMNS = ("cache", "cache_source_request_id", "saved_input_tokens",
+                 "saved_output_tokens", "saved_cost_micros")
+
+
+async def test_a_v4_ledger_gains_the_cache_columns(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 7 keeps its rows; they read back as no cache
+    hit with nothing saved, and a hit's row carries its kind, source and savings."""
+    await _old_ledger(sink_target, monkeypatch, 4, make_event(1, slo_class="batch"),
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        old = row_event(rows[0])
+        assert old == make_event(1, slo_class="batch")
+        assert old.cache is None and old.saved_cost_micros == 0
+        hit = make_event(2, cache="semantic", cache_source_request_id="req-1",
+                         saved_input_tokens=30, saved_output_tokens=12, saved_cost_micros=77)
+        await sink.write([hit])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE cache = ?", ["semantic"])
+        assert [row_event(r) for r in rows] == [hit]
     finally:
         await sink.close()

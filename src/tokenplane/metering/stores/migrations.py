@@ -227,14 +227,37 @@ def _v6(dialect: int) -> tuple[str, ...]:
     )
 
 
+# v7: response-cache hits (docs/CACHE.md): the cache kind (exact | semantic; NULL: not
+# a hit), the request whose answer was served, and the tokens and list price saved.
+# Events written before read as no hit and nothing saved.
+_EVENT_COLUMNS_V7: tuple[tuple[str, str], ...] = (
+    ("cache", "text?"),
+    ("cache_source_request_id", "text?"),
+    ("saved_input_tokens", "int"),
+    ("saved_output_tokens", "int"),
+    ("saved_cost_micros", "int"),
+)
+
+
+def _v7(dialect: int) -> tuple[str, ...]:
+    def col(name: str, kind: str) -> str:
+        default = "" if kind.endswith("?") else " NOT NULL DEFAULT 0"
+        return f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}{default}"
+
+    return (*(col(n, k) for n, k in _EVENT_COLUMNS_V7),
+            "CREATE INDEX usage_events_cache ON usage_events (tenant, cache, ts)")
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)))
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
+    (7, _v7(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)))
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
+    (7, _v7(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
-    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6
+    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7
 )
 
 SCHEMA_MIGRATIONS_DDL = (
