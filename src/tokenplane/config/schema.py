@@ -344,6 +344,9 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} has a "
                                  f"window of {other.context_window} tokens, not larger than "
                                  f"{m.context_window}")
+        return self
+
+    @model_validator(mode="after")
     def _cache_references(self) -> GatewayConfig:
         cache = self.cache
         if cache is None:
