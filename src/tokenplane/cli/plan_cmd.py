@@ -98,18 +98,23 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: no requests to plan for", err=True)
             raise typer.Exit(2)
         buckets = hour_buckets(reqs, epoch=epoch, start_hour=start_hour)
-        typer.echo(f"{len(reqs)} requests, {len(buckets)} hours of the day")
+        from tokenplane.cli.progress import Progress
+
+        bar = Progress(f"plan: {len(reqs)} requests, {len(buckets)} hours of the day",
+                       len(buckets) * len(scenarios))
 
         def progress(name: str, hour: int, needed: int) -> None:
-            typer.echo(f"{name:>12} hour {hour:02d}: {needed} replicas needed")
+            bar.step(f"{name} hour {hour:02d}: {needed} replicas needed")
 
         t0 = time.perf_counter()
         plans: dict[str, Any] = {}
         try:
-            for sc in scenarios:
-                plans[sc.name] = plan_scenario(
-                    buckets, sc, target, headroom=headroom, price_per_replica_hour=price,
-                    max_replicas=max_replicas, seed=seed, progress=progress)
+            with bar:
+                for sc in scenarios:
+                    plans[sc.name] = plan_scenario(
+                        buckets, sc, target, headroom=headroom,
+                        price_per_replica_hour=price, max_replicas=max_replicas, seed=seed,
+                        progress=progress)
         except ValueError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

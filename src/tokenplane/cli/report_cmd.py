@@ -53,10 +53,6 @@ def _write(doc: Any, fmt: str, out: str) -> None:
     typer.echo(f"wrote {path}")
 
 
-def _progress(msg: str) -> None:
-    typer.echo(msg, err=True)
-
-
 def _prices(config: str | None) -> dict[str, tuple[Decimal, Decimal]]:
     """Per alias: (input, cached input) per 1M tokens, from the config (or the embedded
     default's)."""
@@ -91,14 +87,20 @@ def register(app: typer.Typer) -> None:
         prices = _prices(config)
         target = ledger_target(home, database_url, config)
 
-        async def run() -> Any:
+        from tokenplane.cli.progress import Progress
+
+        async def run(bar: Progress) -> Any:
             sink = await open_sink(target)
             try:
-                return await gather_cost(sink, m, tenant, prices=prices, progress=_progress)
+                return await gather_cost(sink, m, tenant, prices=prices,
+                                         progress=lambda msg: bar.step(msg, 0))
             finally:
                 await sink.close()
 
-        _write(cost_document(asyncio.run(run()), charts=not no_charts), fmt, out)
+        with Progress(f"cost report {m}") as bar:
+            data = asyncio.run(run(bar))
+            bar.step(f"writing {fmt}", 0)
+            _write(cost_document(data, charts=not no_charts), fmt, out)
 
     @report.command("compliance")
     def compliance(month: MonthOpt, out: OutOpt, fmt: FormatOpt = "html",
@@ -132,7 +134,12 @@ def register(app: typer.Typer) -> None:
             verifier = Verifier.from_secret(found[0])
             note = ("Each log's hash chain, signed checkpoints and signed head were "
                     f"checked with the key from {found[1].where}.")
-        _write(compliance_document(gather_compliance(
-            root / "audit", m, tenant, verifier=verifier, key_note=note,
-            retention=audit_cfg.retention, retention_days=audit_cfg.retention_days,
-            progress=_progress)), fmt, out)
+        from tokenplane.cli.progress import Progress
+
+        with Progress(f"compliance report {m}") as bar:
+            data = gather_compliance(
+                root / "audit", m, tenant, verifier=verifier, key_note=note,
+                retention=audit_cfg.retention, retention_days=audit_cfg.retention_days,
+                progress=lambda msg: bar.step(msg, 0))
+            bar.step(f"writing {fmt}", 0)
+            _write(compliance_document(data), fmt, out)
