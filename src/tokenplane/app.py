@@ -66,6 +66,7 @@ from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.gateway.collector import SloCollector
 from tokenplane.slo.gateway.leader import open_leadership
+from tokenplane.slo.gateway.minutes_store import MinuteStore
 from tokenplane.slo.gateway.notify import WebhookNotifier
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.slo.live import SloCounters
@@ -265,7 +266,7 @@ def build_slo_service(
         protection, restrict = BudgetProtection(protects, slos), hub.restrict
     return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
                       alerting=alerting, guards=guards, protection=protection,
-                      restrict=restrict)
+                      restrict=restrict, minutes=MinuteStore(lambda: meter.sink))
 
 
 def _metrics(app: web.Application, gw: Gateway, ids: RequestIds, worker_id: str | None,

@@ -159,7 +159,7 @@ async def test_a_v4_ledger_gains_the_context_columns(
                       (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old == make_event(1, prefix_segments="[[1,2]]")
@@ -185,7 +185,7 @@ async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
                       (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old.session_id is None and old.session_step is None and old.tool_calls == 0
@@ -229,7 +229,7 @@ async def test_a_v4_ledger_gains_the_cache_columns(
                       (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 6, 7]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old == make_event(1, slo_class="batch")

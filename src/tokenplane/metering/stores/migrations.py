@@ -248,12 +248,33 @@ def _v7(dialect: int) -> tuple[str, ...]:
             "CREATE INDEX usage_events_cache ON usage_events (tenant, cache, ts)")
 
 
+# v8: the SLIs' sealed one-minute counts (slo/minutes.py, docs/SLO.md): a restart
+# reads them for the SLO window and the raw rows only since the last sealed minute.
+# ``slo_key`` hashes what decides the verdicts (SLO name, selector, SLI kind and
+# threshold); ``version`` is "" for the SLO's own counts, else a canary's version.
+def _v8(dialect: int) -> tuple[str, ...]:
+    integer, text = _T["int"][dialect], _T["text"][dialect]
+    return (
+        f"""CREATE TABLE slo_minutes (
+  slo_key {text} NOT NULL,
+  slo {text} NOT NULL,
+  sli {text} NOT NULL,
+  version {text} NOT NULL,
+  minute {integer} NOT NULL,
+  valid {integer} NOT NULL,
+  bad {integer} NOT NULL,
+  PRIMARY KEY (slo_key, version, minute)
+)""",
+        "CREATE INDEX slo_minutes_minute ON slo_minutes (minute)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
-    (7, _v7(0)))
+    (7, _v7(0)), (8, _v8(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
-    (7, _v7(1)))
+    (7, _v7(1)), (8, _v8(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
