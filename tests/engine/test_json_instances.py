@@ -120,3 +120,24 @@ def test_multibyte_json_is_exact(tokenizer: Tokenizer) -> None:
         text = plan.content()
         assert orjson.loads(text)["city"] in ("北京市", "Zürich", "東京都")
         assert len(plan.pieces) == tokenizer.count(text)
+
+
+HOSTILE: list[Any] = [
+    {"$defs": {"N": {"type": "object", "properties": {"c": {"$ref": "#/$defs/N"}},
+                     "required": ["c"]}}, "$ref": "#/$defs/N"},
+    {"type": "array", "minItems": 10**9},
+    {"type": "array", "maxItems": 10**6, "items": {"type": "array", "maxItems": 10**6,
+                                                    "items": {"type": "array"}}},
+    {"type": "string", "minLength": 10**9},
+    {"type": "object", "minProperties": 10**9},
+    {"$ref": "#"},
+    {"allOf": [{"$ref": "#"}]},
+    {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"},
+]
+
+
+@pytest.mark.parametrize("schema", HOSTILE, ids=[str(i) for i in range(len(HOSTILE))])
+def test_hostile_schemas_stay_bounded(schema: Any) -> None:
+    """Schemas no finite or sane value satisfies give a bounded value, never a crash."""
+    value = instance(schema, random.Random(1))
+    assert len(orjson.dumps(value)) < 200_000
