@@ -284,3 +284,20 @@ def test_standalone_sim_over_http(sims: dict[str, int]) -> None:
     with pytest.raises(openai.BadRequestError) as exc:
         client.chat.completions.create(model=MODEL, messages=MSGS, n=200)
     assert isinstance(exc.value.body, dict) and exc.value.body["param"] == "n"
+
+
+def test_sim_behaviour_flags() -> None:
+    """``tokenplane sim --tool-call-rate 1.0 --reasoning``: a plain model name that
+    reasons and always calls a tool under ``tool_choice: auto``."""
+    proc, ports = start_sim(port=0, model="plain-model",
+                            extra=("--tool-call-rate", "1.0", "--reasoning"))
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{ports[0]}/v1", api_key="none",
+                               max_retries=0)
+        for seed in range(3):
+            r = client.chat.completions.create(model="plain-model", messages=MSGS,
+                                               tools=TOOLS, seed=seed)
+            assert r.choices[0].finish_reason == "tool_calls"
+            assert (r.choices[0].message.model_extra or {}).get("reasoning_content")
+    finally:
+        stop_sim(proc)
