@@ -943,3 +943,25 @@ def test_serves_sessions(gateways: Gateways, tmp_path: Path) -> None:
     listed = cli("usage", "sessions", "--home", str(gw.home), "--format", "json")
     assert {r["session_id"] for r in json.loads(listed.stdout)} == {
         "research-1", "triage-1", "other-1"}
+def test_serves_sim_behaviour(gateways: Gateways) -> None:
+    gw = gateways.start(example("sim-behaviour.yaml"))
+    key = gw.create_key("default")
+    tools: Any = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+    with client(gw, key) as c:
+        for seed in range(4):  # tool_call_rate 1.0: tool_choice auto always calls
+            r = c.chat.completions.create(model="sim-agent", messages=MSGS, tools=tools,
+                                          seed=seed)
+            assert r.choices[0].finish_reason == "tool_calls"
+            calls = r.choices[0].message.tool_calls or []
+            assert json.loads(calls[0].function.arguments)["q"]
+        plain = c.chat.completions.create(model="sim-agent", messages=MSGS)
+        assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
+        r = c.chat.completions.create(model="sim-reasoner", messages=MSGS)  # reasoning: true
+        assert (r.choices[0].message.model_extra or {}).get("reasoning_content")
+        u = r.usage
+        assert u is not None and u.completion_tokens_details is not None
+        assert (u.completion_tokens_details.reasoning_tokens or 0) > 0
+    gateways.stop(gw)
+    rows = gw.ledger_rows()
+    assert len(rows) == 6 and all(r["status"] == "ok" and counted_exactly(r) for r in rows)

@@ -42,6 +42,7 @@ from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
 from tokenplane.context.packer import ContextPacker
+from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
@@ -164,6 +165,12 @@ class Gateway:
         self.keys.close()
 
 
+def sim_behaviour(backend: BackendConfig) -> SimBehaviour:
+    """The behaviour a sim backend's options ask for (the defaults without them)."""
+    o = backend.sim
+    return SimBehaviour() if o is None else SimBehaviour(o.tool_call_rate, o.reasoning)
+
+
 def _endpoints(
     model: ModelConfig, backend: BackendConfig, index: int, counters: ModelCounters,
     services: list[EngineService],
@@ -176,7 +183,7 @@ def _endpoints(
             svc = EngineService(
                 get_profile(backend.profile), counters.tokenizer(model.alias),
                 counters.prompt_ids(model.alias), upstream_model,
-                max_model_len=model.context_window, seed=r,
+                max_model_len=model.context_window, seed=r, behaviour=sim_behaviour(backend),
             )
             services.append(svc)
             out.append(Endpoint(f"{bid}/{r}", backend, InProcessTransport(svc), upstream_model))

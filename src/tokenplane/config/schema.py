@@ -64,6 +64,13 @@ class PriceConfig(_Strict):
     tiers: list[PriceTier] = Field(default_factory=list)
 
 
+class SimOptions(_Strict):
+    """How a simulated backend's model behaves beyond its speed (engine/behaviour.py)."""
+
+    tool_call_rate: float = Field(0.5, ge=0, le=1)  # tool_choice auto: share that calls
+    reasoning: bool | None = None  # None: by the model's name (reasoner, r1, thinking)
+
+
 class BackendConfig(_Strict):
     """One upstream serving an alias: an OpenAI-compatible server or simulated replicas."""
 
@@ -74,6 +81,7 @@ class BackendConfig(_Strict):
     api_key_env: str | None = None
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
+    sim: SimOptions | None = None  # type sim only
     model_version: str | None = None  # canary / A-B splits choose among versions
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
 
@@ -101,6 +109,8 @@ class BackendConfig(_Strict):
     def _needs_url(self) -> BackendConfig:
         if self.type != "sim" and self.base_url is None:
             raise ValueError(f"base_url is required for a backend of type {self.type}")
+        if self.type != "sim" and self.sim is not None:
+            raise ValueError("sim options are for backends of type sim")
         return self
 
 

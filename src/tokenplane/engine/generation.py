@@ -111,6 +111,7 @@ class SSEStream:
         self._fail_after = fail_after
         self._buf: deque[bytes] = deque()
         self._sent = [0] * len(gen.plans)  # tokens relayed, per choice
+        self._chars = [0] * len(gen.plans)  # characters of text relayed, per choice
         self._total = 0
         self._closed = False
 
@@ -191,7 +192,9 @@ class SSEStream:
             if t < plan.content_end:
                 if piece or last:
                     lp = lps[t] if lps is not None else None
-                    buf.append(fmt.token_chunk(index, piece, t < plan.reasoning, finish, lp))
+                    buf.append(fmt.token_chunk(index, piece, t < plan.reasoning, finish, lp,
+                                               self._chars[index]))
+                    self._chars[index] += len(piece)
                 continue
             for j, call in enumerate(plan.calls or ()):
                 if call.start <= t < call.end:

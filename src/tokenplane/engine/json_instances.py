@@ -27,6 +27,10 @@ from typing import Any
 from tokenplane.operations.json_schema import resolve_ref
 
 MAX_DEPTH = 6
+HARD_DEPTH = 24  # a schema that requires deeper nesting gets null there (none is finite)
+MAX_NODES = 2000  # past this many values, every array takes its minimum
+MAX_ITEMS = 64  # minItems / minProperties / maxItems beyond this are capped
+MAX_CHARS = 2048  # minLength beyond this is capped
 _WORDS = ("alpha", "bravo", "delta", "river", "stone", "cloud", "maple", "orbit", "pixel",
           "harbor", "silver", "garden", "signal", "copper", "meadow", "falcon")
 _TLDS = ("com", "org", "net", "io")
@@ -35,17 +39,21 @@ _TLDS = ("com", "org", "net", "io")
 class InstanceGenerator:
     """``generate(schema)``: one value for the schema, drawn from ``rng``."""
 
-    __slots__ = ("_rng", "_root")
+    __slots__ = ("_nodes", "_rng", "_root")
 
     def __init__(self, schema: Any, rng: random.Random) -> None:
         self._root = schema if isinstance(schema, Mapping) else {}
         self._rng = rng
+        self._nodes = 0
 
     def generate(self) -> Any:
         return self._value(self._root, 0)
 
     # --- dispatch ------------------------------------------------------------------
     def _value(self, node: Any, depth: int) -> Any:
+        self._nodes += 1
+        if depth > HARD_DEPTH:
+            return None
         if node is True or node is None:
             return self._words(1, 2)
         if node is False or not isinstance(node, Mapping):
@@ -78,6 +86,8 @@ class InstanceGenerator:
     def _merged(self, node: Mapping[str, Any], depth: int) -> Mapping[str, Any]:
         """``$ref`` resolved and ``allOf`` folded into one mapping (the node's own
         keywords win over the referenced ones, as pydantic's description-with-$ref)."""
+        if depth > HARD_DEPTH:
+            return {}
         for _ in range(32):
             ref = node.get("$ref")
             all_of = node.get("allOf")
@@ -124,14 +134,15 @@ class InstanceGenerator:
         need = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
         out: dict[str, Any] = {}
         for name, sub in props.items():
-            if name in need or (depth < MAX_DEPTH and self._rng.random() < 0.5):
+            if name in need or (depth < MAX_DEPTH and self._nodes < MAX_NODES
+                                and self._rng.random() < 0.5):
                 out[name] = self._value(sub, depth + 1)
         for name in sorted(need - out.keys()):  # required but not described
             out[name] = self._words(1, 2)
         lo = _num(node.get("minProperties"), None)
         extra = node.get("additionalProperties")
         i = 0
-        while lo is not None and len(out) < lo and extra is not False:
+        while lo is not None and len(out) < min(lo, MAX_ITEMS) and extra is not False:
             out[f"field_{i}"] = self._value(extra if isinstance(extra, Mapping) else True,
                                             depth + 1)
             i += 1
@@ -140,13 +151,13 @@ class InstanceGenerator:
     def _array(self, node: Mapping[str, Any], depth: int) -> list[Any]:
         lo = _num(node.get("minItems"), None)
         hi = _num(node.get("maxItems"), None)
-        low = int(lo) if lo is not None else 0
+        low = min(int(lo), MAX_ITEMS) if lo is not None else 0
         prefix = node.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
-        if depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH or self._nodes >= MAX_NODES:
             count = max(low, 0)
         else:
-            high = int(hi) if hi is not None else max(low, 1) + 2
+            high = min(int(hi), max(low, 1) + 4) if hi is not None else max(low, 1) + 2
             count = self._rng.randint(max(low, min(1, high)), max(high, low))
         items = node.get("items")
         out: list[Any] = []
@@ -173,7 +184,8 @@ class InstanceGenerator:
         lo = _num(node.get("minLength"), None)
         hi = _num(node.get("maxLength"), None)
         if lo is not None and len(text) < lo:
-            text = (text + " " + "x" * int(lo))[: int(lo)]
+            want = min(int(-(-lo // 1)), MAX_CHARS)
+            text = (text + " " + "x" * want)[:want]
         if hi is not None and len(text) > hi:
             text = text[: int(hi)]
         return text

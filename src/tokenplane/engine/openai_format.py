@@ -58,7 +58,8 @@ class Formatter:
         return None
 
     def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
-                    logprob: TokenLogprob | None = None) -> bytes:
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
+        """One token's chunk; ``offset``: characters of the choice's text before it."""
         raise NotImplementedError
 
     def call_chunk(self, index: int, call: dict[str, Any], finish_reason: str | None) -> bytes:
@@ -96,7 +97,7 @@ class ChatFormatter(Formatter):
         return sse(self._envelope([_choice_delta(index, delta, None)]))
 
     def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
-                    logprob: TokenLogprob | None = None) -> bytes:
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
         delta = {"reasoning_content": text} if reasoning else {"content": text}
         ch = _choice_delta(index, delta, finish_reason)
         if logprob is not None:
@@ -129,8 +130,8 @@ class TextFormatter(Formatter):
     body_object = "text_completion"
 
     def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
-                    logprob: TokenLogprob | None = None) -> bytes:
-        lps = text_logprobs([logprob]) if logprob is not None else None
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
+        lps = text_logprobs([logprob], offset) if logprob is not None else None
         choice = {"index": index, "text": text, "logprobs": lps, "finish_reason": finish_reason,
                   "stop_reason": None}
         return sse(self._envelope([choice]))

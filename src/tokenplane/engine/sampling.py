@@ -17,8 +17,8 @@ MAX_N = 128
 MAX_STOP = 4
 MAX_TOP_LOGPROBS = 20  # chat; completions' ``logprobs`` goes to 5
 MAX_TEXT_LOGPROBS = 5
-_KEYS = ("n", "seed", "stop", "logprobs", "top_logprobs", "response_format", "tools",
-         "tool_choice", "parallel_tool_calls")
+_KEYS = frozenset({"n", "seed", "stop", "logprobs", "top_logprobs", "response_format",
+                   "tools", "tool_choice", "parallel_tool_calls"})
 INT64 = 1 << 63
 
 
@@ -143,7 +143,7 @@ def _tool_choice(v: Any, tools: tuple[Tool, ...]) -> tuple[str | None, str | Non
 def parse_sampling(body: dict[str, Any], chat: bool) -> Sampling | None:
     """The request's :class:`Sampling`, or None when it asks for nothing beyond length
     (a temperature alone changes nothing: the plain path is already deterministic)."""
-    if not any(k in body for k in _KEYS):
+    if _KEYS.isdisjoint(body):
         return None
     n = body.get("n")
     if n is None:

@@ -190,6 +190,11 @@ async def test_completions_legacy_logprobs(service: EngineService) -> None:
                                strict=True):
         assert value <= 0 and len(top) == 3 and top[tok] == value
         assert list(top.values()) == sorted(top.values(), reverse=True)
+    chunks = await stream(service, {"model": "sim-llama", "prompt": "Hello", "max_tokens": 6,
+                                    "logprobs": 3}, "/v1/completions")
+    streamed = [c["choices"][0]["logprobs"] for c in chunks if c["choices"]]
+    assert [x["tokens"][0] for x in streamed] == lp["tokens"]
+    assert [x["text_offset"][0] for x in streamed] == lp["text_offset"]
 
 
 # --- JSON ------------------------------------------------------------------------------
