@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.autoscale_schema import AutoscaleConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
@@ -308,6 +309,7 @@ class GatewayConfig(_Strict):
     slos: list[SloConfig] = Field(default_factory=list)
     slo_alerting: SloAlertingConfig = Field(
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
+    autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -349,6 +351,28 @@ class GatewayConfig(_Strict):
             if split.guard is not None and split.guard.slo not in names:
                 raise ValueError(f"routing.splits.{alias}.guard.slo: no SLO named "
                                  f"{split.guard.slo!r} in slos")
+        return self
+
+    @model_validator(mode="after")
+    def _autoscale_pools(self) -> GatewayConfig:
+        for alias, pool in self.autoscale.pools.items():
+            where = f"autoscale.pools.{alias}"
+            m = self.model(alias)
+            if m is None:
+                known = ", ".join(x.alias for x in self.models)
+                raise ValueError(f"{where}: no model alias {alias!r} (known: {known})")
+            local = all(b.type == "sim" and b.base_url is None for b in m.backends)
+            kind = pool.actuator or ("embedded" if local else None)
+            if kind is None:
+                raise ValueError(f"{where}.actuator: required, as {alias!r} has backends "
+                                 "that are not in-process simulated replicas (embedded only "
+                                 "scales type: sim without base_url)")
+            if kind == "embedded" and not local:
+                raise ValueError(f"{where}.actuator: embedded scales only type: sim "
+                                 f"backends without base_url, and {alias!r} has others")
+            if kind == "embedded" and len(m.backends) != 1:
+                raise ValueError(f"{where}.actuator: embedded scales an alias with one "
+                                 f"backend ({alias!r} has {len(m.backends)})")
         return self
 
     def model(self, alias: str) -> ModelConfig | None:
