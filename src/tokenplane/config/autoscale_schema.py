@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tokenplane.config.slo_schema import parse_duration
 
 ActuatorKind = Literal["embedded", "kubernetes", "keda"]
+PolicyName = Literal["tokenplane", "static-peak", "static-mean", "hpa-kv", "keda-queue",
+                     "aibrix-kpa"]
 
 
 class _Strict(BaseModel):
@@ -63,7 +65,7 @@ class AutoscalePoolConfig(_Strict):
     ``actuator``: ``embedded`` (simulated in-process replicas; the default for ``type:
     sim`` backends without ``base_url``), ``kubernetes`` or ``keda``."""
 
-    policy: str = Field("tokenplane", min_length=1)
+    policy: PolicyName = "tokenplane"
     min_replicas: int = Field(1, ge=0, le=4096)
     max_replicas: int = Field(8, ge=1, le=4096)
     max_step: int = Field(4, ge=1, le=4096)

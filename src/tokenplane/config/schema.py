@@ -353,28 +353,6 @@ class GatewayConfig(_Strict):
                                  f"{split.guard.slo!r} in slos")
         return self
 
-    @model_validator(mode="after")
-    def _autoscale_pools(self) -> GatewayConfig:
-        for alias, pool in self.autoscale.pools.items():
-            where = f"autoscale.pools.{alias}"
-            m = self.model(alias)
-            if m is None:
-                known = ", ".join(x.alias for x in self.models)
-                raise ValueError(f"{where}: no model alias {alias!r} (known: {known})")
-            local = all(b.type == "sim" and b.base_url is None for b in m.backends)
-            kind = pool.actuator or ("embedded" if local else None)
-            if kind is None:
-                raise ValueError(f"{where}.actuator: required, as {alias!r} has backends "
-                                 "that are not in-process simulated replicas (embedded only "
-                                 "scales type: sim without base_url)")
-            if kind == "embedded" and not local:
-                raise ValueError(f"{where}.actuator: embedded scales only type: sim "
-                                 f"backends without base_url, and {alias!r} has others")
-            if kind == "embedded" and len(m.backends) != 1:
-                raise ValueError(f"{where}.actuator: embedded scales an alias with one "
-                                 f"backend ({alias!r} has {len(m.backends)})")
-        return self
-
     def model(self, alias: str) -> ModelConfig | None:
         for m in self.models:
             if m.alias == alias:

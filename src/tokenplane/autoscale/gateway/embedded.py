@@ -56,10 +56,11 @@ class EmbeddedPool:
 
     def __init__(self, alias: str, make: MakeReplica, cold_start_s: float,
                  membership: Membership, initial: Iterable[Endpoint] = (),
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, promote_s: float = 0.0) -> None:
         self.alias = alias
         self.make = make
         self.cold_start_s = cold_start_s
+        self.promote_s = promote_s
         self.membership = membership
         self.clock = clock
         self.replicas: dict[str, _Replica] = {}
@@ -95,8 +96,9 @@ class EmbeddedPool:
                 cand = self._start("serving")
             s_set.append(cand)
         while len(s_set) > serving:
-            starting = [r for r in s_set if r.phase == "starting"]
-            cand = starting[-1] if starting else s_set[-1]  # the newest
+            # the newest not yet taking traffic (starting, or warm being promoted) first
+            pending = [r for r in s_set if r.phase in ("starting", "warm")]
+            cand = pending[-1] if pending else s_set[-1]
             s_set.remove(cand)
             keep = len(w_set) < warm
             if keep:
@@ -126,8 +128,18 @@ class EmbeddedPool:
         return r
 
     def _promote(self, r: _Replica) -> None:
+        """A warm replica takes traffic after ``promote_s`` (one still starting does
+        once loaded)."""
         r.dest = "serving"
-        if r.phase == "warm":
+        if r.phase == "warm" and r.task is None:
+            r.task = asyncio.get_running_loop().create_task(self._promoting(r),
+                                                            name=f"autoscale-promote-{r.id}")
+
+    async def _promoting(self, r: _Replica) -> None:
+        if self.promote_s > 0:
+            await asyncio.sleep(self.promote_s)
+        r.task = None
+        if r.dest == "serving" and r.phase == "warm":
             self.membership.admit(self.alias, r.endpoint)
             self._enter(r, "serving")
             log.info("autoscale %s: promoted warm replica %s", self.alias, r.id)
@@ -143,8 +155,12 @@ class EmbeddedPool:
             r.task = asyncio.get_running_loop().create_task(self._drain(r),
                                                             name=f"autoscale-drain-{r.id}")
             log.info("autoscale %s: draining replica %s (then %s)", self.alias, r.id, dest)
-        elif r.phase == "warm" and dest == "gone":
-            self._stop(r)
+        elif r.phase == "warm":  # maybe promoting: that stops here
+            if dest == "gone":
+                self._stop(r)
+            elif r.task is not None:
+                r.task.cancel()
+                r.task = None
         # draining: the drain ends in r.dest
 
     # -- transitions ---------------------------------------------------------------
