@@ -309,7 +309,7 @@ class GatewayConfig(_Strict):
     slos: list[SloConfig] = Field(default_factory=list)
     slo_alerting: SloAlertingConfig = Field(
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
-    autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())
+    autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())  # type: ignore[call-arg]
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
