@@ -12,10 +12,10 @@ from tokenplane.autoscale.gateway.actuator import Actuator
 from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolControl
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
-from tokenplane.autoscale.gateway.membership import RoutingMembership
 from tokenplane.autoscale.gateway.policies import make_policy, pool_spec
 from tokenplane.autoscale.gateway.signals import PoolSignals
-from tokenplane.compose.routing import Routing, live_endpoint
+from tokenplane.compose.endpoints import backend_id, sim_replica
+from tokenplane.compose.routing import Routing
 from tokenplane.config.autoscale_schema import AutoscalePoolConfig
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.engine.profiles import EngineProfile, get_profile
@@ -23,7 +23,6 @@ from tokenplane.engine.serving.service import EngineService
 from tokenplane.slo.gateway.leader import Leadership, open_leadership
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.tokens.model_counters import ModelCounters
-from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
 
@@ -39,18 +38,14 @@ def actuator_kind(config: GatewayConfig, alias: str) -> str:
 
 def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) -> MakeReplica:
     """New in-process replicas of ``alias``'s simulated backend, as ``serve`` builds its
-    first ones (``app._endpoints``)."""
+    first ones (``compose.endpoints``), numbered on from them."""
     model = config.model(alias)
     assert model is not None
     backend = model.backends[0]
-    bid = backend.id or f"{alias}-0"
-    upstream_model = backend.model or alias
-    profile = get_profile(backend.profile)
+    bid = backend_id(model, backend, 0)
 
     def make(index: int) -> tuple[EngineService, Endpoint]:
-        svc = EngineService(profile, counters.tokenizer(alias), counters.prompt_ids(alias),
-                            upstream_model, max_model_len=model.context_window, seed=index)
-        ep = Endpoint(f"{bid}/{index}", backend, InProcessTransport(svc), upstream_model)
+        ep, svc = sim_replica(model, backend, f"{bid}/{index}", counters, seed=index)
         return svc, ep
 
     return make
@@ -73,8 +68,7 @@ def build_autoscaler(
     made: dict[str, Actuator] = {}
     for kind, aliases in by_kind.items():
         if kind == "embedded":
-            membership = RoutingMembership(
-                routing, pools, lambda a, ep: live_endpoint(config, a, ep))
+            membership = routing.membership
             made[kind] = EmbeddedActuator({
                 a: EmbeddedPool(a, replica_maker(config, a, counters),
                                 cold_start_s(ac.pools[a], _profile(config, a)), membership,
