@@ -39,7 +39,7 @@ class AdminAutoscaleRoutes:
             raise GatewayError(403, "This operation needs an API key with the admin scope.",
                                code="admin_required")
         raw = request.query.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 10_000):
             raise invalid("limit must be an integer from 1 to 10000", param="limit")
         limit = int(raw)
         pool = request.query.get("pool") or None
