@@ -190,7 +190,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log)
-    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo)
+    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
+                                    lambda: meter.sink)
     if gw.autoscale is not None:
         metrics.registry.register(AutoscaleCollector(gw.autoscale))
     track_learning(gw)

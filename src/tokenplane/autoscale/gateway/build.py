@@ -12,6 +12,7 @@ from tokenplane.autoscale.gateway.actuator import Actuator
 from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolControl
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
+from tokenplane.autoscale.gateway.history import learn_history
 from tokenplane.autoscale.gateway.policies import make_policy, pool_spec
 from tokenplane.autoscale.gateway.signals import PoolSignals
 from tokenplane.compose.endpoints import backend_id, sim_replica
@@ -20,6 +21,8 @@ from tokenplane.config.autoscale_schema import AutoscalePoolConfig
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.engine.profiles import EngineProfile, get_profile
 from tokenplane.engine.serving.service import EngineService
+from tokenplane.metering.request_history import demand_by_minute
+from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.slo.gateway.leader import Leadership, open_leadership
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.tokens.model_counters import ModelCounters
@@ -54,6 +57,7 @@ def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) ->
 def build_autoscaler(
     config: GatewayConfig, home: Path, pools: dict[str, Pool], routing: Routing,
     counters: ModelCounters, slo: SloService | None,
+    sink: Callable[[], LedgerSink] | None = None,
     actuators: dict[str, Callable[[list[str]], Actuator]] | None = None,
 ) -> AutoscaleController | None:
     """The controller, or None when ``autoscale.pools`` is empty. ``actuators``: the
@@ -99,9 +103,18 @@ def build_autoscaler(
     if set(by_kind) != {"embedded"}:
         leader = open_leadership(home, config.database_url, config.redis_url,
                                  config.admission.key_prefix, ac.interval, name="autoscale")
+    history = None
+    if sink is not None and ac.history > 0:
+        read_sink = sink
+        policies = {c.alias: c.policy for c in controls}
+
+        async def history(now: float) -> object:
+            return await learn_history(
+                policies, lambda a, b: demand_by_minute(read_sink(), a, b), now, ac.history)
+
     # the policies' clock is the wall clock: the forecaster learns times of day
     return AutoscaleController(controls, DecisionLog(home, ac.decisions_kept), ac.interval,
-                               leader=leader, clock=time.time)
+                               leader=leader, clock=time.time, history=history)
 
 
 def _profile(config: GatewayConfig, alias: str) -> EngineProfile:

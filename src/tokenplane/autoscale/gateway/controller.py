@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,7 @@ class AutoscaleController:
         self, pools: list[PoolControl], decisions: DecisionLog, interval_s: float, *,
         leader: Leadership | None = None, clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        history: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
         self.pools = {p.alias: p for p in pools}
         self.decisions = decisions
@@ -75,6 +76,7 @@ class AutoscaleController:
         self.clock = clock
         self.wall = wall
         self.leading = leader is None
+        self.history = history  # run once before the first round (the forecaster's past)
         self.rounds = 0
         self.decided_at: float | None = None  # wall time of the last round that decided
         self._periodic = Periodic("autoscale", interval_s, self.step, log=log,
@@ -95,6 +97,13 @@ class AutoscaleController:
 
     async def step(self) -> None:
         """One round over every pool."""
+        learn, self.history = self.history, None
+        if learn is not None:
+            try:
+                await learn(self.clock())
+            except Exception:
+                log.exception("autoscale: reading the ledger's history failed; the "
+                              "forecaster starts without it")
         if self.leader is not None:
             try:
                 leading = await self.leader.acquire()
