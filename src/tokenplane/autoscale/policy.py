@@ -112,11 +112,13 @@ class TokenplanePolicy:
                      else 0.0)
         need_f = 0.0
         f_peak = 0.0
+        f_work = -1.0  # no forecast
         if self.forecaster is not None:
             self.forecaster.observe(now, work_now)
             horizon = spec.cold_start_s + spec.interval_s
             f = self.forecaster.forecast(now, horizon)
             need_f = self.capacity.replicas_for(f, util) if f is not None else 0.0
+            f_work = f if f is not None else -1.0
             steps = max(1, int(self.warm_lookahead_s // 600))
             for k in range(1, steps + 1):
                 fk = self.forecaster.forecast(now, horizon + k * 600.0)
@@ -197,6 +199,7 @@ class TokenplanePolicy:
             "demand_work": round(work_now, 4), "need_now": round(need_now, 3),
             "need_kv": round(need_kv, 3), "need_queue": need_wait,
             "need_forecast": round(need_f, 3), "forecast_peak": round(f_peak, 3),
+            "forecast_work": round(f_work, 5),
             "capacity_factor": round(self.capacity.factor, 4),
             "prompt_tokens_per_s": snap.prompt_tokens_per_s,
             "output_tokens_per_s": snap.output_tokens_per_s,
