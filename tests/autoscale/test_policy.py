@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from tests.autoscale.helpers import TOKENS_PER_REPLICA, drive, policy, snap
@@ -11,7 +12,7 @@ from tokenplane.autoscale.spec import PoolPolicySpec
 
 def reversals(serving: list[int]) -> int:
     last, n = 0, 0
-    for a, b in zip(serving, serving[1:], strict=False):
+    for a, b in itertools.pairwise(serving):
         d = (b > a) - (b < a)
         if d:
             n += last != 0 and d != last
@@ -29,7 +30,7 @@ def test_ramp_scales_up_step_by_step_to_the_demand() -> None:
     serving = [s for _, s, _, _ in out]
     assert serving == sorted(serving)  # a ramp never scales down
     assert serving[-1] == 8  # ceil(7.5)
-    for (_, a, _, _), (_, b, _, _) in zip(out, out[1:], strict=False):
+    for (_, a, _, _), (_, b, _, _) in itertools.pairwise(out):
         assert b - a <= 2  # max_step
     # never more than the demand of the last stabilisation window asked for
     for k, (_, s, _, _) in enumerate(out):
@@ -182,9 +183,11 @@ def test_queue_and_kv_add_their_own_need() -> None:
 def test_capacity_is_corrected_from_what_saturated_replicas_delivered() -> None:
     pol = policy(PoolPolicySpec(target_utilisation=1.0))
     # saturated replicas (requests waiting) deliver only 500 of the modelled 1000 tok/s
-    for k in range(30):
-        pol.decide(snap(10.0 * k, 4, tokens_per_s=2000.0, waiting=1, delivered=500.0),
+    for k in range(120):
+        pol.decide(snap(10.0 * k, 4, tokens_per_s=2000.0, waiting=2, delivered=500.0),
                    10.0 * k)
     assert 0.5 <= pol.capacity.factor < 0.55
-    d = pol.decide(snap(400.0, 4, tokens_per_s=3000.0), 400.0)
-    assert d.serving_to == 6  # 3000 tok/s at 500 per replica
+    for t in (1200.0, 1210.0, 1220.0, 1230.0):  # past the up-stabilisation window
+        d = pol.decide(snap(t, 4, tokens_per_s=3000.0), t)
+    assert d.inputs["need_now"] > 5.9
+    assert d.serving_to == 6  # 3000 tok/s at ~500 per replica
