@@ -7,7 +7,8 @@ Model (additive in time, multiplicative in level):
   per day of week when that day has been seen, else across all days (an
   exponentially weighted mean over the days seen, ``season_alpha``). Learned from
   the ledger's history (:meth:`DemandForecaster.learn`, per-minute points) and from
-  what the pool then sees (:meth:`DemandForecaster.observe`).
+  what the pool then sees (:meth:`DemandForecaster.observe`: a day's minutes join
+  the profile when the day is over).
 * **Short-term correction**: Holt's linear (double exponential) smoothing with a
   damped trend on the ratio of the observed per-minute demand to the profile (on the
   demand itself while no profile exists): level ``alpha``, trend ``beta``, damping
@@ -54,6 +55,9 @@ class DemandForecaster:
         self._minute = -1
         self._sum = 0.0
         self._n = 0
+        # the current day's minutes, folded into the profile once the day is over
+        self._pending: dict[tuple[int, int], list[float]] = {}
+        self._pending_day: int | None = None
         # Holt state on the ratio to the profile (or on demand with no profile)
         self.level: float | None = None
         self.trend = 0.0
@@ -124,24 +128,29 @@ class DemandForecaster:
             self.level = self.alpha * x + (1 - self.alpha) * (prev + self.phi * self.trend)
             self.trend = (self.beta * (self.level - prev)
                           + (1 - self.beta) * self.phi * self.trend)
-        # the profile learns the day as it goes (a bin's minutes, one at a time)
-        self._learn_minute(t, value)
+        self._remember(t, value)
 
-    def _learn_minute(self, t: float, value: float) -> None:
-        # a minute moves the bin's mean by alpha / minutes-per-bin: over a whole bin
-        # the profile moves about as far as one learn() point does
-        dow, b = self._keys(t)
-        a = self.season_alpha * 60.0 / self.bin_s
-        old = self._by_dow.get((dow, b))
-        self._by_dow[(dow, b)] = value if old is None else old + a * (value - old)
-        old = self._by_bin.get(b)
-        self._by_bin[b] = value if old is None else old + a * (value - old)
+    def _remember(self, t: float, value: float) -> None:
+        """Keep the minute for the profile; a finished day's bins are learned (today's
+        demand shapes the days to come, not the ratio to today's own profile)."""
+        day = int(t // DAY_S)
+        if self._pending_day is not None and day != self._pending_day:
+            for (d, b), (acc, n) in sorted(self._pending.items()):
+                self._learn_point(d * DAY_S + b * self.bin_s, acc / n)
+            self._pending.clear()
+        self._pending_day = day
+        key = (day, int((t - day * DAY_S) // self.bin_s))
+        cur = self._pending.setdefault(key, [0.0, 0.0])
+        cur[0] += value
+        cur[1] += 1
 
     def forecast(self, t: float, horizon_s: float) -> float | None:
         """Demand expected at ``t + horizon_s`` (None with no history at all)."""
         steps = max(0.0, horizon_s / 60.0)
         damp = sum(self.phi ** k for k in range(1, int(steps) + 1)) if steps >= 1 else steps
         base = self.profile(t + horizon_s)
+        if base is None:
+            base = self.profile(t)
         if base is not None and self._on_ratio and self.level is not None:
             ratio = max(0.0, self.level + self.trend * damp)
             return max(0.0, base * min(self.max_ratio, ratio))
