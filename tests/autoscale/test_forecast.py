@@ -58,7 +58,7 @@ def test_without_history_the_trend_extrapolates() -> None:
     far = fc.forecast(30 * 60.0, 600.0)
     assert near is not None and far is not None
     assert near > 3.5  # the level follows the line (with Holt's lag)
-    assert far > near + 0.3  # the (damped) trend carries on rising
+    assert far > near + 0.2  # the (damped) trend carries on rising
 
 
 def test_one_cold_start_ahead_error_beats_persistence_on_a_noisy_day() -> None:
