@@ -169,6 +169,7 @@ class AutoscaledCluster(ClusterSim):
                                default=float("inf"))
 
     def _account(self, now: float) -> None:
+        now = min(now, self.end_s)  # the day's replica-seconds, not the tail's
         dt = now - self._last_account
         if dt > 0:
             for r in self.replicas:
@@ -325,8 +326,7 @@ class AutoscaledCluster(ClusterSim):
 
 def run_autoscaled(sim: AutoscaledCluster, workload: Sequence[SimRequest],
                    day_end_s: float) -> None:
-    """Replay ``workload`` and close the replica-second accounts at the later of
-    ``day_end_s`` and the last finish."""
+    """Replay ``workload`` and close the replica-second accounts at ``day_end_s``
+    (the requests still running then finish, uncounted: the next day pays)."""
     sim.run(workload)
-    last = max((r.finish for r in sim.records.values() if r.finish >= 0), default=0.0)
-    sim.finish_accounting(max(day_end_s, last))
+    sim.finish_accounting(day_end_s)
