@@ -3,9 +3,10 @@ times a short-term level/trend correction.
 
 Model (additive in time, multiplicative in level):
 
-* **Seasonal profile**: demand per ``bin_s`` bin (5 minutes by default) of the day,
-  per day of week when that day has been seen, else across all days (an
-  exponentially weighted mean over the days seen, ``season_alpha``). Learned from
+* **Seasonal profile**: demand per ``bin_s`` bin (5 minutes by default) of the day:
+  the median over the same weekday of the last ``weeks_kept`` weeks once
+  ``min_weeks`` of them are known, else the median over the last ``days_kept`` days
+  (a median, so one day's burst does not become the shape). Learned from
   the ledger's history (:meth:`DemandForecaster.learn`, per-minute points) and from
   what the pool then sees (:meth:`DemandForecaster.observe`: a day's minutes join
   the profile when the day is over).
@@ -29,28 +30,39 @@ DAY_S = 86_400.0
 WEEK_DAYS = 7
 
 
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
 class DemandForecaster:
     """Learns per-minute demand and forecasts it ``horizon_s`` ahead."""
 
-    def __init__(self, *, bin_s: float = 300.0, season_alpha: float = 0.5,
-                 alpha: float = 0.3, beta: float = 0.1, phi: float = 0.9,
+    def __init__(self, *, bin_s: float = 300.0, days_kept: int = 7, weeks_kept: int = 4,
+                 min_weeks: int = 3, alpha: float = 0.3, beta: float = 0.1, phi: float = 0.9,
                  max_ratio: float = 4.0) -> None:
         if bin_s <= 0 or DAY_S % bin_s:
             raise ValueError("bin_s must divide a day")
-        for v in (season_alpha, alpha, beta):
+        if days_kept < 1 or weeks_kept < 1 or min_weeks < 1:
+            raise ValueError("days_kept, weeks_kept and min_weeks must be >= 1")
+        for v in (alpha, beta):
             if not 0.0 < v <= 1.0:
                 raise ValueError("smoothing constants must be in (0, 1]")
         if not 0.0 < phi <= 1.0:
             raise ValueError("phi must be in (0, 1]")
         self.bin_s = bin_s
         self.bins = int(DAY_S // bin_s)
-        self.season_alpha = season_alpha
+        self.days_kept = days_kept
+        self.weeks_kept = weeks_kept
+        self.min_weeks = min_weeks
         self.alpha = alpha
         self.beta = beta
         self.phi = phi
         self.max_ratio = max_ratio
-        self._by_dow: dict[tuple[int, int], float] = {}
-        self._by_bin: dict[int, float] = {}
+        # the bin's demand on each of the last days / the last same weekdays
+        self._by_dow: dict[tuple[int, int], list[float]] = {}
+        self._by_bin: dict[int, list[float]] = {}
         # the minute being accumulated
         self._minute = -1
         self._sum = 0.0
@@ -69,18 +81,24 @@ class DemandForecaster:
         return (day + 3) % WEEK_DAYS, int((t - day * DAY_S) // self.bin_s)  # 0 = Monday
 
     def profile(self, t: float) -> float | None:
-        """The seasonal profile's demand at ``t`` (None before any history)."""
+        """The seasonal profile's demand at ``t``: the median of the bin over the same
+        weekday of the last weeks once ``min_weeks`` are known, else over the last
+        days (None before any history). A median: one day's burst is not the shape."""
         dow, b = self._keys(t)
-        v = self._by_dow.get((dow, b))
-        return v if v is not None else self._by_bin.get(b)
+        weeks = self._by_dow.get((dow, b))
+        if weeks is not None and len(weeks) >= self.min_weeks:
+            return _median(weeks)
+        days = self._by_bin.get(b)
+        return _median(days) if days else None
 
     def _learn_point(self, t: float, value: float) -> None:
         dow, b = self._keys(t)
-        a = self.season_alpha
-        old = self._by_dow.get((dow, b))
-        self._by_dow[(dow, b)] = value if old is None else old + a * (value - old)
-        old = self._by_bin.get(b)
-        self._by_bin[b] = value if old is None else old + a * (value - old)
+        weeks = self._by_dow.setdefault((dow, b), [])
+        weeks.append(value)
+        del weeks[:-self.weeks_kept]
+        days = self._by_bin.setdefault(b, [])
+        days.append(value)
+        del days[:-self.days_kept]
 
     def learn(self, points: Iterable[tuple[float, float]]) -> int:
         """Learn the profile from history: ``(t, demand)`` per-minute points in time

@@ -77,6 +77,7 @@ class TokenplanePolicy:
         self.demand_window_s = demand_window_s
         self.saturated_waiting = saturated_waiting
         self.smoothed: float | None = None
+        self._saturated: set[str] = set()
         self._last_t: float | None = None
         self.interval_s = spec.interval_s
         self.last_up = -math.inf
@@ -106,12 +107,17 @@ class TokenplanePolicy:
         return self.smoothed
 
     def _correct(self, snap: PoolSnapshot) -> None:
-        """Saturated replicas (a queue of ``saturated_waiting`` inside the engine)
-        delivered their capacity: feed it to the estimator."""
+        """A replica with a queue of ``saturated_waiting`` inside its engine at both
+        ends of the interval was busy throughout: what it delivered is its capacity."""
+        now_sat: set[str] = set()
         for r in snap.replicas:
-            if r.phase == "serving" and r.waiting >= self.saturated_waiting and (
-                    r.prompt_tokens_per_s > 0 or r.output_tokens_per_s > 0):
+            if r.phase != "serving" or r.waiting < self.saturated_waiting:
+                continue
+            now_sat.add(r.id)
+            if r.id in self._saturated and (r.prompt_tokens_per_s > 0
+                                            or r.output_tokens_per_s > 0):
                 self.capacity.observe_saturated(r.prompt_tokens_per_s, r.output_tokens_per_s)
+        self._saturated = now_sat
 
     # --- the decision ------------------------------------------------------------
     def decide(self, snap: PoolSnapshot, now: float) -> ScaleDecision:

@@ -4,12 +4,15 @@ from a trace under it.
 The curve (multiples of the night trough, piecewise linear between the knots of
 ``DIURNAL_KNOTS``, hours of the day):
 
-    00:00 1.5 -> 02:00 1.1 -> 04:00 1.0 (trough) -> 06:00 1.3 -> 07:00 2.5 -> 08:00 4.0
-    -> 09:00 5.3 -> 10:00-12:00 6.0 (peak) -> 13:00 5.2 (lunch) -> 14:00-16:00 6.0
-    -> 18:00 4.5 -> 20:00 3.0 -> 22:00 2.0 -> 24:00 1.5
+    00:00 1.6 -> 02:00 1.2 -> 04:00 1.0 (trough) -> 06:00 1.2 -> 07:00 2.0 -> 08:00 3.2
+    -> 09:00 4.5 -> 10:00 5.4 -> 11:00 6.0 (peak) -> 12:00 5.6 -> 13:00 5.4 (lunch)
+    -> 14:00 6.0 (peak) -> 15:00 5.8 -> 16:00 5.0 -> 17:00 4.2 -> 18:00 3.4 -> 20:00 2.6
+    -> 22:00 2.0 -> 24:00 1.6
 
-plus two short bursts that triple the rate for ``BURST_S`` (5 minutes): at 03:30 (on
-the trough: 3.0x) and 22:30 (on the evening decline: ~5.6x). The bursts are not in
+(a business day: the morning ramp 06:00-11:00, two peaks around the lunch dip, an
+evening tail; mean 3.2x the trough, 53% of the peak) plus two short bursts that
+triple the rate for ``BURST_S`` (5 minutes): at 03:30 (on the trough: 3.0x) and
+22:30 (on the evening tail: ~5.6x). The bursts are not in
 the history the forecaster learns from (history days have their bursts elsewhere):
 a forecast cannot foresee them; the morning ramp it can.
 
@@ -31,9 +34,9 @@ from tokenplane.sim.traces import TraceRequest
 DAY_S = 86_400.0
 BURST_S = 300.0
 DIURNAL_KNOTS: tuple[tuple[float, float], ...] = (
-    (0.0, 1.5), (2.0, 1.1), (4.0, 1.0), (6.0, 1.3), (7.0, 2.5), (8.0, 4.0), (9.0, 5.3),
-    (10.0, 6.0), (12.0, 6.0), (13.0, 5.2), (14.0, 6.0), (16.0, 6.0), (18.0, 4.5),
-    (20.0, 3.0), (22.0, 2.0), (24.0, 1.5),
+    (0.0, 1.6), (2.0, 1.2), (4.0, 1.0), (6.0, 1.2), (7.0, 2.0), (8.0, 3.2), (9.0, 4.5),
+    (10.0, 5.4), (11.0, 6.0), (12.0, 5.6), (13.0, 5.4), (14.0, 6.0), (15.0, 5.8),
+    (16.0, 5.0), (17.0, 4.2), (18.0, 3.4), (20.0, 2.6), (22.0, 2.0), (24.0, 1.6),
 )
 DIURNAL_BURSTS: tuple[float, ...] = (3.5 * 3600.0, 22.5 * 3600.0)  # burst starts (s)
 BURST_FACTOR = 3.0
