@@ -7,20 +7,16 @@ fail."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
-from aiohttp import web
 
+from tests.discovery.engines import EngineFarm
 from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tokenplane.compose.endpoints import http_endpoint, sim_replica
-from tokenplane.engine.defaults import default_tokenizer, simple_prompt_ids
-from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.serving.http_server import build_engine_app
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.routing.gateway.membership import Membership
 
@@ -109,34 +105,6 @@ async def _wait(fut: asyncio.Future[None]) -> None:
     await asyncio.wait_for(asyncio.shield(fut), 30)
 
 
-class EngineServer:
-    """A simulated engine over HTTP on a port of its own, in its own thread."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.runner: web.AppRunner | None = None
-
-    def start(self, model: str) -> None:
-        async def up() -> None:
-            tok = default_tokenizer()
-            svc = EngineService(get_profile("instant"), tok, simple_prompt_ids(tok), model)
-            self.runner = web.AppRunner(build_engine_app([svc]), access_log=None)
-            await self.runner.setup()
-            await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-        asyncio.run_coroutine_threadsafe(up(), self.loop).result(30)
-
-    def stop(self) -> None:
-        if self.runner is not None:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
 def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> None:
     key = gw.create_key("default", app="membership")
     c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
@@ -162,9 +130,9 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         assert r.usage is not None
     assert "http/0" not in served(gw)
 
-    server = EngineServer(port)
+    server = EngineFarm(ALIAS)
     try:
-        server.start(ALIAS)
+        server.start("127.0.0.1", port)
         gw.call(routing.scraper.scrape_once())  # its first healthy scrape
         gw.call(_wait(joined))
         assert "http/0" in routing.live.by_id and not routing.live.joining
@@ -174,7 +142,7 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
             assert r.usage is not None and r.usage.completion_tokens == 2
         assert served(gw) == {"http/0": 3}
     finally:
-        server.stop()
+        server.close()
     c.close()
 
 
