@@ -12,6 +12,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import dns.asyncresolver
 import dns.exception
@@ -63,17 +64,42 @@ class DnsPoll:
         s = self.spec
         if s.record == "A" and s.nameserver is None:
             return await self._system_a()
+        resolver = self._resolver()
+        if s.record == "SRV":
+            recs = await self._ask(resolver, s.name, "SRV")
+            hosts = await self._addresses(resolver, {str(r[3]) for r in recs})
+            return srv_targets([(p, w, port, a) for p, w, port, host in recs
+                                for a in hosts.get(str(host), ())], self.backend_id, s.scheme)
+        assert s.port is not None
+        addrs = await self._ask(resolver, s.name, "A")
+        return address_targets((str(a) for a in addrs), self.backend_id, s.port, s.scheme)
+
+    @staticmethod
+    async def _ask(resolver: dns.asyncresolver.Resolver, name: str, rdtype: str) -> list[Any]:
+        """SRV answers as (priority, weight, port, target), A answers as addresses;
+        [] when the name or the records do not exist."""
         try:
-            answer = await self._resolver().resolve(s.name, s.record, lifetime=LIFETIME_S)
+            answer = await resolver.resolve(name, rdtype, lifetime=LIFETIME_S)
         except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
-            return set()
+            return []
         except dns.exception.DNSException as exc:
             raise DnsFailure(str(exc) or type(exc).__name__) from exc
-        if s.record == "SRV":
-            recs = [(r.priority, r.weight, r.port, r.target.to_text()) for r in answer]
-            return srv_targets(recs, self.backend_id, s.scheme)
-        assert s.port is not None
-        return address_targets((r.address for r in answer), self.backend_id, s.port, s.scheme)
+        if rdtype == "SRV":
+            return [(r.priority, r.weight, r.port, r.target.to_text()) for r in answer]
+        return [r.address for r in answer]
+
+    async def _addresses(self, resolver: dns.asyncresolver.Resolver,
+                         hosts: set[str]) -> dict[str, list[str]]:
+        """The IPv4 addresses of SRV targets, asked of the same resolver (a target
+        named by an address is its own)."""
+        out: dict[str, list[str]] = {}
+        for host in sorted(hosts):
+            bare = host.rstrip(".")
+            if _is_ipv4(bare):
+                out[host] = [bare]
+            else:
+                out[host] = [str(a) for a in await self._ask(resolver, host, "A")]
+        return out
 
     async def _system_a(self) -> set[Target]:
         s = self.spec
@@ -87,3 +113,11 @@ class DnsPoll:
             raise DnsFailure(str(exc)) from exc
         return address_targets({str(i[4][0]) for i in infos}, self.backend_id, s.port,
                                s.scheme)
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        return False
+    return host.count(".") == 3
