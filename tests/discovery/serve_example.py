@@ -25,6 +25,10 @@ def test_serves_discovery(llama_sim: list[int], tmp_path: Path) -> None:
     dns = DnsServer().start()
     gw: GatewayThread | None = None
     try:
+        serving = kube.add_workload("deployments", "vllm-llama3-8b", replicas=1, ready=1,
+                                    namespace="inference")
+        warm = kube.add_workload("deployments", "vllm-llama3-8b-warm", replicas=0,
+                                 namespace="inference")
         kube.set_slice("vllm-llama3-8b-x1", "vllm-llama3-8b", llama_sim[0],
                        [("127.0.0.1", True, False)], namespace="inference")
         dns.set("_http._tcp.engines.internal", "SRV", [f"0 5 {llama_sim[2]} 127.0.0.1."])
@@ -48,6 +52,10 @@ def test_serves_discovery(llama_sim: list[int], tmp_path: Path) -> None:
                 for _ in range(4):
                     r = c.chat.completions.create(model=alias, messages=MSGS, max_tokens=5)
                     assert r.usage is not None and r.usage.completion_tokens == 5
+        # the autoscaler reads both workloads through their /scale subresource
+        wait_for(g, lambda: {("GET", "/apis/apps/v1/namespaces/inference/deployments/"
+                              f"{n}/scale") for n in (serving.name, warm.name)}
+                 <= set(kube.requests), "the autoscaler's reads")
         gw.stop()
         rows = gw.ledger_rows("app = 'discovery'")
         gw = None
