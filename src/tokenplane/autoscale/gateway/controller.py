@@ -20,7 +20,7 @@ from tokenplane.autoscale.gateway.actuator import Actuator
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.signals import PoolSignals
 from tokenplane.autoscale.gateway.status_file import write_status
-from tokenplane.autoscale.model import AutoscalePolicy, PoolSnapshot, ScaleDecision
+from tokenplane.autoscale.model import AutoscalePolicy, PoolSnapshot, ReplicaView, ScaleDecision
 from tokenplane.periodic import Periodic
 from tokenplane.slo.gateway.leader import Leadership
 
@@ -37,12 +37,21 @@ class PoolControl:
     actuator: Actuator
     snapshot: PoolSnapshot | None = None
     decision: ScaleDecision | None = None
+    current: tuple[ReplicaView, ...] | None = None  # the replicas after the last action
     decisions: dict[str, int] = field(default_factory=dict)  # "direction/reason" -> count
+
+    def phases(self) -> dict[str, int]:
+        """Replicas by phase, as the actuator reported them after the last round."""
+        if self.current is None:
+            return {}
+        out = {p: 0 for p in ("starting", "warm", "serving", "draining")}
+        for r in self.current:
+            out[r.phase] += 1
+        return out
 
     def status(self) -> dict[str, Any]:
         snap, d = self.snapshot, self.decision
-        phases = {p: snap.count(p) for p in ("starting", "warm", "serving", "draining")} \
-            if snap is not None else {}
+        phases = self.phases()
         return {
             "pool": self.alias, "policy": self.policy.name, "actuator": self.actuator.kind,
             "replicas": phases,
@@ -117,7 +126,7 @@ class AutoscaleController:
         for pc in self.pools.values():
             views = await pc.actuator.replicas(pc.alias)
             snap = pc.signals.snapshot(views, now)
-            pc.snapshot = snap
+            pc.snapshot, pc.current = snap, views
             if not self.leading:
                 continue
             d = pc.policy.decide(snap, now)
@@ -131,6 +140,7 @@ class AutoscaleController:
                          d.serving_from, d.serving_to, d.warm_from, d.warm_to,
                          ", ".join(d.reasons))
             await pc.actuator.scale_to(pc.alias, d.serving_to, d.warm_to)
+            pc.current = await pc.actuator.replicas(pc.alias)
         self.rounds += 1
         if self.leading:
             self.decided_at = self.wall()
