@@ -33,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
+from tests.discovery.serve_example import test_serves_discovery  # noqa: F401
 from tests.examples_support import HttpStub, stop_process
 from tests.gateway.harness import GatewayThread, free_port
 from tests.gateway.sim_process import start_sim

@@ -14,13 +14,11 @@ from typing import Any
 
 import openai
 import pytest
-from aiohttp import web
 
+from tests.discovery.engines import EngineFarm
+from tests.discovery.load import wait_for
 from tests.gateway.harness import GatewayThread, free_port, sim_config
 from tokenplane.compose.endpoints import http_endpoint, sim_replica
-from tokenplane.engine.defaults import default_tokenizer, simple_prompt_ids
-from tokenplane.engine.profiles import get_profile
-from tokenplane.engine.serving.http_server import build_engine_app
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.routing.gateway.membership import Membership
 
@@ -109,34 +107,6 @@ async def _wait(fut: asyncio.Future[None]) -> None:
     await asyncio.wait_for(asyncio.shield(fut), 30)
 
 
-class EngineServer:
-    """A simulated engine over HTTP on a port of its own, in its own thread."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.runner: web.AppRunner | None = None
-
-    def start(self, model: str) -> None:
-        async def up() -> None:
-            tok = default_tokenizer()
-            svc = EngineService(get_profile("instant"), tok, simple_prompt_ids(tok), model)
-            self.runner = web.AppRunner(build_engine_app([svc]), access_log=None)
-            await self.runner.setup()
-            await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-        asyncio.run_coroutine_threadsafe(up(), self.loop).result(30)
-
-    def stop(self) -> None:
-        if self.runner is not None:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
-
 def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> None:
     key = gw.create_key("default", app="membership")
     c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
@@ -162,9 +132,9 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         assert r.usage is not None
     assert "http/0" not in served(gw)
 
-    server = EngineServer(port)
+    server = EngineFarm(ALIAS)
     try:
-        server.start(ALIAS)
+        server.start("127.0.0.1", port)
         gw.call(routing.scraper.scrape_once())  # its first healthy scrape
         gw.call(_wait(joined))
         assert "http/0" in routing.live.by_id and not routing.live.joining
@@ -174,7 +144,7 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
             assert r.usage is not None and r.usage.completion_tokens == 2
         assert served(gw) == {"http/0": 3}
     finally:
-        server.stop()
+        server.close()
     c.close()
 
 
@@ -198,3 +168,69 @@ def test_draining_a_joining_replica_removes_it_and_unknown_ids_are_refused(
             ms.add("no-such-alias", ep)
 
     gw.call(go())
+
+
+def test_a_queued_request_waits_out_a_drain_and_goes_to_the_replica_that_joins(
+    tmp_path: Path,
+) -> None:
+    cfg = sim_config(replicas=1, profile="llama3-8b-a100")
+    cfg["scheduling"] = {"max_num_seqs": 1}  # one request at a time per replica
+    cfg["observe"] = {"metrics": {"listen": None}, "access_log": {"enabled": False}}
+    gw = GatewayThread(cfg, tmp_path).start()
+    try:
+        key = gw.create_key("default", app="membership")
+        c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
+        ms = membership(gw)
+        routing = gw.gateway.routing
+        assert routing is not None and routing.hub is not None
+        hub = routing.hub
+        stream = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=120,
+                                           stream=True)
+        first = [next(stream)]  # the only replica is busy with it
+
+        answers: list[Any] = []
+        waiter = threading.Thread(target=lambda: answers.append(
+            c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=4)))
+        waiter.start()
+        wait_for(gw, lambda: sum(len(s) for s in hub.queues.values()) == 1,
+                 "the second request to queue")
+        drained = gw.call(_drain(ms, "sim/0"))
+        assert not drained.done()
+        svc = add_sim(gw, "extra/0")  # it joins: the queued request is released to it
+        waiter.join(60)
+        assert len(answers) == 1 and answers[0].usage.completion_tokens == 4
+        assert served(gw)["extra/0"] == 1
+        rest = first + list(stream)
+        assert rest[-1].choices[0].finish_reason == "length"
+        gw.call(_wait(drained))
+        assert [e.id for e in gw.gateway.pools[ALIAS].endpoints] == ["extra/0"]
+        c.close()
+        gw.call(svc.close())
+    finally:
+        gw.stop()
+
+
+def test_a_drained_alias_spills_to_its_fallback_and_takes_traffic_back(
+    tmp_path: Path,
+) -> None:
+    cfg = sim_config(replicas=1, fallbacks=["backup"])
+    backup = dict(cfg["models"][0], alias="backup", fallbacks=[],
+                  backends=[{"id": "bk", "type": "sim", "profile": "instant"}])
+    cfg["models"].append(backup)
+    cfg["observe"] = {"metrics": {"listen": None}, "access_log": {"enabled": False}}
+    gw = GatewayThread(cfg, tmp_path).start()
+    try:
+        key = gw.create_key("default", app="membership")
+        c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
+        gw.call(_wait(gw.call(_drain(membership(gw), "sim/0"))))
+        r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=3)
+        assert r.usage is not None and r.usage.completion_tokens == 3
+        assert gw.gateway.pools["backup"].endpoints[0].served == 1  # the fallback served
+        svc = add_sim(gw, "back/0")
+        r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=3)
+        assert r.usage is not None
+        assert served(gw) == {"back/0": 1}
+        c.close()
+        gw.call(svc.close())
+    finally:
+        gw.stop()

@@ -137,7 +137,8 @@ def autoscale_errors(cfg: GatewayConfig) -> list[str]:
             out.append(f"{where}: no model alias {alias!r}; known: "
                        f"{sorted(x.alias for x in cfg.models)}")
             continue
-        local = all(b.type == "sim" and b.base_url is None for b in m.backends)
+        local = all(b.type == "sim" and b.base_url is None and b.discovery is None
+                    for b in m.backends)
         if pool.actuator is None and not local:
             out.append(f"{where}.actuator: required, as {alias!r} has backends that are "
                        "not in-process simulated replicas (set kubernetes or keda)")

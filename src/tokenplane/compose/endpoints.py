@@ -47,6 +47,8 @@ def backend_endpoints(
     """The endpoints a listed backend has at start (none for a discovered one: its
     replicas join while the gateway runs)."""
     bid = backend_id(model, backend, index)
+    if backend.discovery is not None:
+        return []
     if backend.type == "sim" and backend.base_url is None:
         out = []
         for r in range(backend.replicas):

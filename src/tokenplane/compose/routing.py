@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tokenplane.compose.discovery import Discovery, build_discovery
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.route_stage import RequestRouting, RouteStage
@@ -74,13 +75,18 @@ class Routing:
     schedule_stage: ScheduleStage | None
     finisher: RoutingFinisher
     membership: Membership  # replicas joining and leaving while the gateway runs
+    discovery: Discovery | None = None  # backends found in Kubernetes or DNS
 
     async def start(self) -> None:
         if self.hub is not None:
             await self.hub.start()
         await self.scraper.start()
+        if self.discovery is not None:
+            await self.discovery.start()
 
     async def close(self) -> None:
+        if self.discovery is not None:
+            await self.discovery.close()
         await self.scraper.close()
         await self.membership.close()
         if self.hub is not None:
@@ -115,4 +121,5 @@ def build_routing(
         live, router, requests, hub, scraper, RouteStage(requests),
         ScheduleStage(hub, requests) if hub is not None else None,
         RoutingFinisher(requests, hub, count_text, membership.settle), membership,
+        build_discovery(config, membership),
     )

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.kubernetes_scale_schema import KubernetesScaleConfig
 from tokenplane.config.slo_schema import parse_duration
 
 ActuatorKind = Literal["embedded", "kubernetes", "keda"]
@@ -84,6 +85,8 @@ class AutoscalePoolConfig(_Strict):
     cold_start: float | None = None
     burn_threshold: float = Field(1.0, gt=0)
     actuator: ActuatorKind | None = None  # None: embedded for in-process sim backends
+    # actuator kubernetes: the workload scaled (and its warm twin)
+    kubernetes: KubernetesScaleConfig | None = None
 
     @field_validator("scale_up_window", "scale_down_window", "cooldown", "promote",
                      mode="before")
@@ -104,6 +107,9 @@ class AutoscalePoolConfig(_Strict):
         if self.warm_min > self.warm_max:
             raise ValueError(f"warm_min ({self.warm_min}) must not exceed "
                              f"warm_max ({self.warm_max})")
+        if (self.actuator == "kubernetes") != (self.kubernetes is not None):
+            raise ValueError("actuator: kubernetes needs the kubernetes section (the "
+                             "workload to scale), and only it reads that section")
         if self.budget_per_hour is not None and self.price_per_replica_hour <= 0:
             raise ValueError("budget_per_hour needs price_per_replica_hour (the budget "
                              "caps the pool at budget / price replicas)")

@@ -69,6 +69,14 @@ def test_durations_read_like_the_slo_section() -> None:
     ({"chat": {"max_step": 0}}, "autoscale.pools.chat.max_step: Input should be greater"),
     ({"chat": {"actuator": "docker"}}, "autoscale.pools.chat.actuator: Input should be"),
     ({"chat": {"replicas": 3}}, "autoscale.pools.chat.replicas: unknown field"),
+    ({"chat": {"actuator": "kubernetes"}},
+     "autoscale.pools.chat: actuator: kubernetes needs the kubernetes section"),
+    ({"chat": {"kubernetes": {"name": "vllm"}}},
+     "autoscale.pools.chat: actuator: kubernetes needs the kubernetes section"),
+    ({"chat": {"actuator": "kubernetes", "kubernetes": {"kind": "Job", "name": "x"}}},
+     "autoscale.pools.chat.kubernetes.kind: Input should be"),
+    ({"chat": {"actuator": "kubernetes", "kubernetes": {"name": "x", "warm_name": "x"}}},
+     "autoscale.pools.chat.kubernetes: warm_name must name another workload"),
 ])
 def test_mistakes_are_named_by_path(pools: dict[str, Any], expected: str) -> None:
     errors = _errors(_config(pools))
@@ -76,8 +84,12 @@ def test_mistakes_are_named_by_path(pools: dict[str, Any], expected: str) -> Non
 
 
 def test_a_kubernetes_pool_needs_no_sim_backend() -> None:
-    cfg = validate_config(_config({"hosted": {"actuator": "kubernetes"}}))
+    cfg = validate_config(_config({"hosted": {
+        "actuator": "kubernetes", "kubernetes": {"kind": "LeaderWorkerSet", "name": "vllm"}}}))
     assert cfg.autoscale.pools["hosted"].actuator == "kubernetes"
+    k = cfg.autoscale.pools["hosted"].kubernetes
+    assert k is not None and (k.kind, k.name, k.namespace) == ("LeaderWorkerSet", "vllm",
+                                                               "default")
 
 
 def test_config_check_prints_the_paths(tmp_path: Path) -> None:

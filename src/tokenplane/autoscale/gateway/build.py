@@ -13,6 +13,7 @@ from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolCon
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
 from tokenplane.autoscale.gateway.history import learn_history
+from tokenplane.autoscale.gateway.kubernetes import KubernetesActuator
 from tokenplane.autoscale.gateway.policies import make_policy, pool_spec
 from tokenplane.autoscale.gateway.signals import PoolSignals
 from tokenplane.compose.endpoints import backend_id, sim_replica
@@ -79,6 +80,8 @@ def build_autoscaler(
                                 initial=list(pools[a].endpoints), clock=time.time,
                                 promote_s=ac.pools[a].promote)
                 for a in aliases})
+        elif kind == "kubernetes" and (actuators is None or kind not in actuators):
+            made[kind] = kubernetes_actuator(config, aliases)
         elif actuators is not None and kind in actuators:
             made[kind] = actuators[kind](aliases)
         else:
@@ -115,6 +118,16 @@ def build_autoscaler(
     # the policies' clock is the wall clock: the forecaster learns times of day
     return AutoscaleController(controls, DecisionLog(home, ac.decisions_kept), ac.interval,
                                leader=leader, clock=time.time, history=history)
+
+
+def kubernetes_actuator(config: GatewayConfig, aliases: list[str]) -> Actuator:
+    """The /scale subresource of each pool's workload (``pools.<alias>.kubernetes``)."""
+    targets = {}
+    for a in aliases:
+        k = config.autoscale.pools[a].kubernetes
+        assert k is not None  # the schema wants it with actuator: kubernetes
+        targets[a] = k
+    return KubernetesActuator(targets)
 
 
 def _profile(config: GatewayConfig, alias: str) -> EngineProfile:

@@ -75,6 +75,8 @@ class Membership:
         if known is not None:
             if known.alias != alias:
                 raise ValueError(f"endpoint {ep.id!r} already serves {known.alias!r}")
+            if known.endpoint is not ep:  # the one given is not needed
+                self._spawn(ep.transport.close(), self._closing)
             return self._revive(known, loop)
         le = self.make_live(alias, ep)
         fut: asyncio.Future[None] = loop.create_future()
