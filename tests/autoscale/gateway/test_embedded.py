@@ -189,6 +189,7 @@ def test_a_drained_replica_finishes_its_streams_first(
     cfg["autoscale"]["interval"] = "1h"
     gw = start(cfg)
     pool = embedded(gw)
+    gw.call(controller(gw).wait_rounds(1))  # its first round (at start) is behind us
     act = controller(gw).pools["chat"].actuator
     gw.call(act.scale_to("chat", 2, 0))
     wait(gw, pool, lambda p: p.count("serving") == 2)

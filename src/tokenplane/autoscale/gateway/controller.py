@@ -11,6 +11,7 @@ has its stabilisation windows and forecast current).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -88,6 +89,7 @@ class AutoscaleController:
         self.leading = leader is None
         self.history = history  # run once before the first round (the forecaster's past)
         self.rounds = 0
+        self._round_done = asyncio.Event()  # set and replaced after each round
         self.decided_at: float | None = None  # wall time of the last round that decided
         self._periodic = Periodic("autoscale", interval_s, self.step, log=log,
                                   failure="autoscaling round failed", first_now=True)
@@ -130,11 +132,18 @@ class AutoscaleController:
             except Exception:  # one pool's failure leaves the others their round
                 log.exception("autoscale %s: the round failed", pc.alias)
         self.rounds += 1
+        self._round_done.set()
+        self._round_done = asyncio.Event()
         if self.leading:
             self.decided_at = self.wall()
         if self.decisions.home is not None:
             write_status(self.decisions.home, {**self.status(decisions=False),
                                                "written_at": self.wall()})
+
+    async def wait_rounds(self, n: int) -> None:
+        """Returns once ``n`` rounds have completed since start."""
+        while self.rounds < n:
+            await self._round_done.wait()
 
     async def _round(self, pc: PoolControl, now: float) -> None:
         views = await pc.actuator.replicas(pc.alias)
