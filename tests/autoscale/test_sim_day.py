@@ -38,11 +38,12 @@ def requests(n: int, every: float, start: float = 0.0) -> list[SimRequest]:
             for i in range(n)]
 
 
-def cluster(policy: Schedule, **kw: float) -> AutoscaledCluster:
+def cluster(policy: Schedule, end_s: float, promote_s: float = 5.0) -> AutoscaledCluster:
     prof = get_profile("llama3-8b-a100")
     return AutoscaledCluster(PolicySpec("lr", "least-requests", False), prof,
                              default_slo_classes(), ClusterConfig(replicas=4, fast_decode=True),
-                             policy, initial=1, interval_s=10.0, **kw)
+                             policy, initial=1, interval_s=10.0, end_s=end_s,
+                             promote_s=promote_s)
 
 
 def test_cold_start_delays_a_new_replica_and_a_drain_finishes_in_flight_work() -> None:
