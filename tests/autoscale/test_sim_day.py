@@ -97,3 +97,32 @@ def test_a_short_day_through_every_policy(tmp_path: Path) -> None:
     for p in pols.values():
         assert 0.0 <= p["interactive_attainment"] <= 1.0
         assert len(p["series"]["serving"]) == 60
+
+
+def _mini_trace(tmp_path: Path) -> Path:
+    trace = tmp_path / "mini.csv"
+    rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    rows += [f"{i * 0.05:.3f},{200 + (i * 53) % 900},{10 + (i * 17) % 90}" for i in range(40)]
+    trace.write_text("\n".join(rows) + "\n")
+    return trace
+
+
+def test_the_cli_runs_a_compressed_day_and_refuses_unknown_names(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokenplane.cli.main import build_cli
+
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(_mini_trace(tmp_path)), "--out", str(out),
+            "--shape", "diurnal", "--day-hours", "0.5", "--rate-scale", "200", "--no-plots"]
+    result = CliRunner().invoke(build_cli(), [*args, "--autoscale", "tokenplane,static-mean"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert list(data["policies"]) == ["tokenplane", "static-mean"]
+    assert data["config"]["rate_scale"] == 200.0 and data["config"]["day_hours"] == 0.5
+    bad = CliRunner().invoke(build_cli(), [*args, "--autoscale", "nope"])
+    assert bad.exit_code == 2
+    assert "unknown autoscaling policy 'nope'" in bad.output and "hpa-kv" in bad.output
+    shape = CliRunner().invoke(build_cli(), [*args[:-5], "--shape", "flat", "--autoscale",
+                                             "tokenplane"])
+    assert shape.exit_code == 2 and "diurnal" in shape.output
