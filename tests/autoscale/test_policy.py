@@ -7,6 +7,7 @@ import math
 
 from tests.autoscale.helpers import TOKENS_PER_REPLICA, drive, policy, snap
 from tokenplane.autoscale.forecast import DAY_S, DemandForecaster
+from tokenplane.autoscale.policy import TokenplanePolicy
 from tokenplane.autoscale.spec import PoolPolicySpec
 
 
@@ -191,3 +192,21 @@ def test_capacity_is_corrected_from_what_saturated_replicas_delivered() -> None:
         d = pol.decide(snap(t, 4, tokens_per_s=3000.0), t)
     assert d.inputs["need_now"] > 5.9
     assert d.serving_to == 6  # 3000 tok/s at ~500 per replica
+
+
+def test_for_profile_prices_tokens_with_the_engine_profile() -> None:
+    from tokenplane.engine.profiles import get_profile
+
+    prof = get_profile("llama3-8b-a100")
+    pol = TokenplanePolicy.for_profile(PoolPolicySpec(target_utilisation=1.0), prof,
+                                       mean_prompt=1155, mean_output=211)
+    # a prompt token costs about a (67 us) plus its chunk's attention; an output token
+    # a plus reading ~1,260 tokens of KV at 65.5 ns each
+    assert 6.8e-5 < pol.capacity.costs.prompt_s < 7.0e-5
+    assert 1.45e-4 < pol.capacity.costs.output_s < 1.55e-4
+    # 9 requests/s of that mix is about one replica at full load
+    d = pol.decide(snap(0.0, 1, tokens_per_s=9 * 1155.0), 0.0)
+    assert 0.6 < d.inputs["need_now"] < 0.8  # prompts alone: 72% of a replica
+    flat = TokenplanePolicy.for_profile(
+        PoolPolicySpec(target_utilisation=1.0, replica_tokens_per_s=2000.0), prof)
+    assert flat.capacity.costs.prompt_s == flat.capacity.costs.output_s == 1 / 2000.0

@@ -38,11 +38,12 @@ def requests(n: int, every: float, start: float = 0.0) -> list[SimRequest]:
             for i in range(n)]
 
 
-def cluster(policy: Schedule, **kw: float) -> AutoscaledCluster:
+def cluster(policy: Schedule, end_s: float, promote_s: float = 5.0) -> AutoscaledCluster:
     prof = get_profile("llama3-8b-a100")
     return AutoscaledCluster(PolicySpec("lr", "least-requests", False), prof,
                              default_slo_classes(), ClusterConfig(replicas=4, fast_decode=True),
-                             policy, initial=1, interval_s=10.0, **kw)
+                             policy, initial=1, interval_s=10.0, end_s=end_s,
+                             promote_s=promote_s)
 
 
 def test_cold_start_delays_a_new_replica_and_a_drain_finishes_in_flight_work() -> None:
@@ -69,8 +70,8 @@ def test_warm_replicas_serve_seconds_after_promotion() -> None:
     run_autoscaled(sim, requests(400, 1.0), 400.0)
     # two warm replicas cold-start at 0, are promoted at 200 s and serve from 205 s
     assert sim.log.promotions == 2
-    assert [c for c in sim.log.cold_starts] == []  # warm starts towards the warm pool
-    served = {rec.endpoint for rec in sim.records.values() if 206.0 <= rec.req.arrival}
+    assert sim.log.cold_starts == []  # cold starts towards the warm pool are not counted
+    served = {rec.endpoint for rec in sim.records.values() if rec.req.arrival >= 206.0}
     assert len(served) == 3
     assert sim.log.replica_s["warm"] == pytest.approx(2 * (200.0 - 120.0), abs=1.0)
 
@@ -96,3 +97,32 @@ def test_a_short_day_through_every_policy(tmp_path: Path) -> None:
     for p in pols.values():
         assert 0.0 <= p["interactive_attainment"] <= 1.0
         assert len(p["series"]["serving"]) == 60
+
+
+def _mini_trace(tmp_path: Path) -> Path:
+    trace = tmp_path / "mini.csv"
+    rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
+    rows += [f"{i * 0.05:.3f},{200 + (i * 53) % 900},{10 + (i * 17) % 90}" for i in range(40)]
+    trace.write_text("\n".join(rows) + "\n")
+    return trace
+
+
+def test_the_cli_runs_a_compressed_day_and_refuses_unknown_names(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tokenplane.cli.main import build_cli
+
+    out = tmp_path / "out"
+    args = ["simulate", "--trace", str(_mini_trace(tmp_path)), "--out", str(out),
+            "--shape", "diurnal", "--day-hours", "0.5", "--rate-scale", "200", "--no-plots"]
+    result = CliRunner().invoke(build_cli(), [*args, "--autoscale", "tokenplane,static-mean"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert list(data["policies"]) == ["tokenplane", "static-mean"]
+    assert data["config"]["rate_scale"] == 200.0 and data["config"]["day_hours"] == 0.5
+    bad = CliRunner().invoke(build_cli(), [*args, "--autoscale", "nope"])
+    assert bad.exit_code == 2
+    assert "unknown autoscaling policy 'nope'" in bad.output and "hpa-kv" in bad.output
+    shape = CliRunner().invoke(build_cli(), [*args[:-5], "--shape", "flat", "--autoscale",
+                                             "tokenplane"])
+    assert shape.exit_code == 2 and "diurnal" in shape.output

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 
-from tokenplane.autoscale.capacity import CapacityEstimator
+from tokenplane.autoscale.capacity import CapacityEstimator, flat_costs, profile_costs
 from tokenplane.autoscale.forecast import DemandForecaster
 from tokenplane.autoscale.model import PoolSnapshot, ScaleDecision
 from tokenplane.autoscale.spec import PoolPolicySpec
+from tokenplane.engine.profiles import EngineProfile
 
 
 class TokenplanePolicy:
@@ -239,6 +241,21 @@ class TokenplanePolicy:
         return ScaleDecision(pool=snap.pool, at=now, serving_from=cur, serving_to=to,
                              warm_from=warm_now, warm_to=warm_to, reasons=tuple(reasons),
                              inputs=inputs)
+
+    @classmethod
+    def for_profile(cls, spec: PoolPolicySpec, profile: EngineProfile, *,
+                    mean_prompt: float = 1024.0, mean_output: float = 256.0,
+                    history: Iterable[tuple[float, float]] = ()) -> TokenplanePolicy:
+        """The policy for a pool on ``profile``: token costs from its step-time model
+        for the pool's mean request (or ``spec.replica_tokens_per_s`` when set), a
+        forecaster that learned ``history`` (per-minute ``(t, demand)``, demand in
+        engine-seconds per second, e.g. from the ledger's token counts priced with
+        the same costs). The gateway shell builds it this way."""
+        costs = (flat_costs(spec.replica_tokens_per_s) if spec.replica_tokens_per_s > 0
+                 else profile_costs(profile, mean_prompt, mean_output))
+        forecaster = DemandForecaster()
+        forecaster.learn(history)
+        return cls(spec, CapacityEstimator(costs), forecaster)
 
     def _clamp(self, n: int) -> int:
         return max(self.spec.min_replicas, min(self.spec.max_replicas, n))

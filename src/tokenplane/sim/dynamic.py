@@ -42,6 +42,7 @@ class Replica:
     target: str = "serving"  # where a starting replica goes once loaded
     after_drain: str = "off"  # where a draining one goes once empty
     cold: bool = False  # a starting replica loading weights (not a warm promotion)
+    cold_idx: int = -1  # its entry in ScalingLog.cold_starts (a scale-up's cold start)
     prompt_total: int = 0
     gen_total: int = 0
 
@@ -274,7 +275,10 @@ class AutoscaledCluster(ClusterSim):
         if promote:
             self.log.promotions += 1
         elif target == "serving":
+            r.cold_idx = len(self.log.cold_starts)
             self.log.cold_starts.append((now, r.ready_at))
+        else:
+            r.cold_idx = -1
 
     def _scale_serving(self, want: int, now: float) -> None:
         cur = len(self._where("serving")) + len(self._where("starting-serving"))
@@ -284,9 +288,11 @@ class AutoscaledCluster(ClusterSim):
                 self._start(i, "serving", now, promote=True)
                 need -= 1
             for i in self._where("starting-warm")[:need]:
-                self.replicas[i].target = "serving"
-                if self.replicas[i].cold:
-                    self.log.cold_starts.append((now, self.replicas[i].ready_at))
+                r = self.replicas[i]
+                r.target = "serving"
+                if r.cold:
+                    r.cold_idx = len(self.log.cold_starts)
+                    self.log.cold_starts.append((now, r.ready_at))
                 need -= 1
             for i in (self._where("draining-off") + self._where("draining-warm"))[:need]:
                 self._set(i, "serving", now)
@@ -297,6 +303,11 @@ class AutoscaledCluster(ClusterSim):
             extra = cur - want
             for i in sorted(self._where("starting-serving"),
                             key=lambda k: -self.replicas[k].ready_at)[:extra]:
+                r = self.replicas[i]
+                if r.cold_idx >= 0:  # cancelled: nobody waits on it any longer
+                    ordered, _ = self.log.cold_starts[r.cold_idx]
+                    self.log.cold_starts[r.cold_idx] = (ordered, now)
+                    r.cold_idx = -1
                 self._set(i, "off", now)
                 extra -= 1
             for i in sorted(self._where("serving"), key=lambda k: self.inflight[k])[:extra]:
