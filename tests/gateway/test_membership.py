@@ -124,7 +124,8 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         return fut
 
     joined = gw.call(add())
-    gw.call(routing.scraper.scrape_once())  # nothing listens there yet: it fails
+    for _ in range(6):  # nothing listens there yet: it fails, more than a breaker takes
+        gw.call(routing.scraper.scrape_once())
     assert not joined.done() and "http/0" in routing.live.joining
     assert "http/0" not in routing.live.by_id
     for _ in range(3):  # every request goes to the replica that serves
@@ -138,6 +139,8 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         gw.call(routing.scraper.scrape_once())  # its first healthy scrape
         gw.call(_wait(joined))
         assert "http/0" in routing.live.by_id and not routing.live.joining
+        # its failed scrapes while joining did not open its breaker
+        assert routing.live.by_id["http/0"].available(routing.router.clock())
         gw.call(_wait(gw.call(_drain(ms, "sim/0"))))  # the HTTP replica is left alone
         for _ in range(3):
             r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=2)
