@@ -237,3 +237,28 @@ def test_a_drained_alias_spills_to_its_fallback_and_takes_traffic_back(
         gw.call(svc.close())
     finally:
         gw.stop()
+
+
+def test_a_replica_added_again_while_it_drains_serves_again(gw: GatewayThread) -> None:
+    key = gw.create_key("default", app="membership")
+    c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
+    ms = membership(gw)
+    stream = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=60,
+                                       stream=True)
+    chunks = [next(stream)]  # sim/0 is busy: its drain waits
+    ep = gw.gateway.pools[ALIAS].endpoints[0]
+
+    async def drain_then_add() -> tuple[asyncio.Future[None], asyncio.Future[None]]:
+        drained = ms.drain("sim/0")
+        assert ms.members(ALIAS) == []
+        return drained, ms.add(ALIAS, ep)
+
+    drained, back = gw.call(drain_then_add())
+    assert drained.cancelled() and back.done()
+    assert ms.members(ALIAS) == ["sim/0"] and not ep.draining
+    r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=3)
+    assert r.usage is not None and r.usage.completion_tokens == 3
+    chunks.extend(stream)
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert served(gw) == {"sim/0": 2}
+    c.close()
