@@ -14,6 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.discovery.engines import EngineFarm
 from tests.discovery.load import wait_for
@@ -44,6 +46,14 @@ def add_sim(gw: GatewayThread, ep_id: str, seed: int = 7) -> EngineService:
         return svc
 
     return gw.call(go())
+
+
+def membership_series(gw: GatewayThread) -> set[tuple[str, str]]:
+    """(endpoint, state) of ``tokenplane_endpoint_membership``, as /metrics has it."""
+    text = generate_latest(gw.gateway.metrics.registry).decode()
+    return {(f.labels["endpoint"], f.labels["state"])
+            for fam in text_string_to_metric_families(text)
+            if fam.name == "tokenplane_endpoint_membership" for f in fam.samples}
 
 
 def served(gw: GatewayThread) -> dict[str, int]:
@@ -124,6 +134,7 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         return fut
 
     joined = gw.call(add())
+    assert membership_series(gw) == {("http/0", "joining"), ("sim/0", "serving")}
     for _ in range(6):  # nothing listens there yet: it fails, more than a breaker takes
         gw.call(routing.scraper.scrape_once())
     assert not joined.done() and "http/0" in routing.live.joining
@@ -141,7 +152,9 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         assert "http/0" in routing.live.by_id and not routing.live.joining
         # its failed scrapes while joining did not open its breaker
         assert routing.live.by_id["http/0"].available(routing.router.clock())
+        assert membership_series(gw) == {("http/0", "serving"), ("sim/0", "serving")}
         gw.call(_wait(gw.call(_drain(ms, "sim/0"))))  # the HTTP replica is left alone
+        assert membership_series(gw) == {("http/0", "serving")}
         for _ in range(3):
             r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=2)
             assert r.usage is not None and r.usage.completion_tokens == 2
