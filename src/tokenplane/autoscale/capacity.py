@@ -13,8 +13,10 @@ Online correction: a replica with requests waiting inside its engine is saturate
 so what it delivered over the last interval (prompt and output tokens per second,
 priced with the same model) is its real capacity in model units. ``factor`` is the
 exponentially weighted mean of that figure over such observations (1.0 until the
-first one): below 1 the model was optimistic (a slower GPU, longer contexts than
-assumed), above 1 pessimistic.
+first one), clamped to [0.5, 2]: below 1 the model was optimistic (a slower GPU,
+longer contexts than assumed), above 1 pessimistic. An interval in which a replica
+delivered under a quarter of a replica's work is no evidence (a queue that formed
+at its end).
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ class CapacityEstimator:
     capacity (``factor``: engine-seconds one replica really delivers per second, in
     model units)."""
 
-    def __init__(self, costs: TokenCosts, alpha: float = 0.2, lo: float = 0.25,
-                 hi: float = 4.0) -> None:
+    def __init__(self, costs: TokenCosts, alpha: float = 0.05, lo: float = 0.5,
+                 hi: float = 2.0) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError("alpha must be in (0, 1]")
         self.costs = costs
@@ -81,8 +83,8 @@ class CapacityEstimator:
                           output_tokens_per_s: float) -> None:
         """One saturated replica delivered these token rates over the last interval."""
         delivered = self.costs.work(prompt_tokens_per_s, output_tokens_per_s)
-        if delivered <= 0:
-            return
+        if delivered < self.lo * 0.5:
+            return  # a queue that formed in the interval's last instant: no evidence
         delivered = min(self.hi, max(self.lo, delivered))
         self.factor += self.alpha * (delivered - self.factor)
         self.observations += 1

@@ -3,11 +3,13 @@ times a short-term level/trend correction.
 
 Model (additive in time, multiplicative in level):
 
-* **Seasonal profile**: demand per ``bin_s`` bin (5 minutes by default) of the day,
-  per day of week when that day has been seen, else across all days (an
-  exponentially weighted mean over the days seen, ``season_alpha``). Learned from
+* **Seasonal profile**: demand per ``bin_s`` bin (5 minutes by default) of the day:
+  the median over the same weekday of the last ``weeks_kept`` weeks once
+  ``min_weeks`` of them are known, else the median over the last ``days_kept`` days
+  (a median, so one day's burst does not become the shape). Learned from
   the ledger's history (:meth:`DemandForecaster.learn`, per-minute points) and from
-  what the pool then sees (:meth:`DemandForecaster.observe`).
+  what the pool then sees (:meth:`DemandForecaster.observe`: a day's minutes join
+  the profile when the day is over).
 * **Short-term correction**: Holt's linear (double exponential) smoothing with a
   damped trend on the ratio of the observed per-minute demand to the profile (on the
   demand itself while no profile exists): level ``alpha``, trend ``beta``, damping
@@ -28,32 +30,46 @@ DAY_S = 86_400.0
 WEEK_DAYS = 7
 
 
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
 class DemandForecaster:
     """Learns per-minute demand and forecasts it ``horizon_s`` ahead."""
 
-    def __init__(self, *, bin_s: float = 300.0, season_alpha: float = 0.5,
-                 alpha: float = 0.3, beta: float = 0.1, phi: float = 0.9,
+    def __init__(self, *, bin_s: float = 300.0, days_kept: int = 7, weeks_kept: int = 4,
+                 min_weeks: int = 3, alpha: float = 0.3, beta: float = 0.1, phi: float = 0.9,
                  max_ratio: float = 4.0) -> None:
         if bin_s <= 0 or DAY_S % bin_s:
             raise ValueError("bin_s must divide a day")
-        for v in (season_alpha, alpha, beta):
+        if days_kept < 1 or weeks_kept < 1 or min_weeks < 1:
+            raise ValueError("days_kept, weeks_kept and min_weeks must be >= 1")
+        for v in (alpha, beta):
             if not 0.0 < v <= 1.0:
                 raise ValueError("smoothing constants must be in (0, 1]")
         if not 0.0 < phi <= 1.0:
             raise ValueError("phi must be in (0, 1]")
         self.bin_s = bin_s
         self.bins = int(DAY_S // bin_s)
-        self.season_alpha = season_alpha
+        self.days_kept = days_kept
+        self.weeks_kept = weeks_kept
+        self.min_weeks = min_weeks
         self.alpha = alpha
         self.beta = beta
         self.phi = phi
         self.max_ratio = max_ratio
-        self._by_dow: dict[tuple[int, int], float] = {}
-        self._by_bin: dict[int, float] = {}
+        # the bin's demand on each of the last days / the last same weekdays
+        self._by_dow: dict[tuple[int, int], list[float]] = {}
+        self._by_bin: dict[int, list[float]] = {}
         # the minute being accumulated
         self._minute = -1
         self._sum = 0.0
         self._n = 0
+        # the current day's minutes, folded into the profile once the day is over
+        self._pending: dict[tuple[int, int], list[float]] = {}
+        self._pending_day: int | None = None
         # Holt state on the ratio to the profile (or on demand with no profile)
         self.level: float | None = None
         self.trend = 0.0
@@ -65,18 +81,24 @@ class DemandForecaster:
         return (day + 3) % WEEK_DAYS, int((t - day * DAY_S) // self.bin_s)  # 0 = Monday
 
     def profile(self, t: float) -> float | None:
-        """The seasonal profile's demand at ``t`` (None before any history)."""
+        """The seasonal profile's demand at ``t``: the median of the bin over the same
+        weekday of the last weeks once ``min_weeks`` are known, else over the last
+        days (None before any history). A median: one day's burst is not the shape."""
         dow, b = self._keys(t)
-        v = self._by_dow.get((dow, b))
-        return v if v is not None else self._by_bin.get(b)
+        weeks = self._by_dow.get((dow, b))
+        if weeks is not None and len(weeks) >= self.min_weeks:
+            return _median(weeks)
+        days = self._by_bin.get(b)
+        return _median(days) if days else None
 
     def _learn_point(self, t: float, value: float) -> None:
         dow, b = self._keys(t)
-        a = self.season_alpha
-        old = self._by_dow.get((dow, b))
-        self._by_dow[(dow, b)] = value if old is None else old + a * (value - old)
-        old = self._by_bin.get(b)
-        self._by_bin[b] = value if old is None else old + a * (value - old)
+        weeks = self._by_dow.setdefault((dow, b), [])
+        weeks.append(value)
+        del weeks[:-self.weeks_kept]
+        days = self._by_bin.setdefault(b, [])
+        days.append(value)
+        del days[:-self.days_kept]
 
     def learn(self, points: Iterable[tuple[float, float]]) -> int:
         """Learn the profile from history: ``(t, demand)`` per-minute points in time
@@ -124,24 +146,29 @@ class DemandForecaster:
             self.level = self.alpha * x + (1 - self.alpha) * (prev + self.phi * self.trend)
             self.trend = (self.beta * (self.level - prev)
                           + (1 - self.beta) * self.phi * self.trend)
-        # the profile learns the day as it goes (a bin's minutes, one at a time)
-        self._learn_minute(t, value)
+        self._remember(t, value)
 
-    def _learn_minute(self, t: float, value: float) -> None:
-        # a minute moves the bin's mean by alpha / minutes-per-bin: over a whole bin
-        # the profile moves about as far as one learn() point does
-        dow, b = self._keys(t)
-        a = self.season_alpha * 60.0 / self.bin_s
-        old = self._by_dow.get((dow, b))
-        self._by_dow[(dow, b)] = value if old is None else old + a * (value - old)
-        old = self._by_bin.get(b)
-        self._by_bin[b] = value if old is None else old + a * (value - old)
+    def _remember(self, t: float, value: float) -> None:
+        """Keep the minute for the profile; a finished day's bins are learned (today's
+        demand shapes the days to come, not the ratio to today's own profile)."""
+        day = int(t // DAY_S)
+        if self._pending_day is not None and day != self._pending_day:
+            for (d, b), (acc, n) in sorted(self._pending.items()):
+                self._learn_point(d * DAY_S + b * self.bin_s, acc / n)
+            self._pending.clear()
+        self._pending_day = day
+        key = (day, int((t - day * DAY_S) // self.bin_s))
+        cur = self._pending.setdefault(key, [0.0, 0.0])
+        cur[0] += value
+        cur[1] += 1
 
     def forecast(self, t: float, horizon_s: float) -> float | None:
         """Demand expected at ``t + horizon_s`` (None with no history at all)."""
         steps = max(0.0, horizon_s / 60.0)
         damp = sum(self.phi ** k for k in range(1, int(steps) + 1)) if steps >= 1 else steps
         base = self.profile(t + horizon_s)
+        if base is None:
+            base = self.profile(t)
         if base is not None and self._on_ratio and self.level is not None:
             ratio = max(0.0, self.level + self.trend * damp)
             return max(0.0, base * min(self.max_ratio, ratio))

@@ -3,7 +3,9 @@ decision out; state only from earlier calls).
 
 Each decision:
 
-1. **Demand** in engine-seconds per second (:mod:`.capacity`): uncached prompt tokens
+1. **Demand** in engine-seconds per second (:mod:`.capacity`), averaged over an
+   exponential window of ``demand_window_s`` (0, the default: the snapshot's rates
+   are already averaged by the shell): uncached prompt tokens
    arriving per second, output tokens per second (or the output tokens in flight
    over ``output_drain_s``, whichever is larger: a burst's decode work is in flight
    before it is delivered), plus the backlog -- tokens queued at the gateway and
@@ -59,6 +61,8 @@ class TokenplanePolicy:
         panic_ratio: float = 1.5,
         burn_headroom: float = 0.15,
         warm_lookahead_s: float = 3600.0,
+        demand_window_s: float = 0.0,
+        saturated_waiting: int = 2,
     ) -> None:
         self.spec = spec
         self.capacity = capacity
@@ -70,6 +74,11 @@ class TokenplanePolicy:
         self.panic_ratio = panic_ratio
         self.burn_headroom = burn_headroom
         self.warm_lookahead_s = warm_lookahead_s
+        self.demand_window_s = demand_window_s
+        self.saturated_waiting = saturated_waiting
+        self.smoothed: float | None = None
+        self._saturated: set[str] = set()
+        self._last_t: float | None = None
         self.interval_s = spec.interval_s
         self.last_up = -math.inf
         self._ups: deque[tuple[float, int]] = deque()
@@ -87,11 +96,28 @@ class TokenplanePolicy:
         tokens = snap.queue_tokens + waiting * per_req
         return self.capacity.costs.work(tokens, 0.0) / self.queue_drain_s
 
+    def _smooth(self, work: float, now: float) -> float:
+        """Demand averaged with an exponential window of ``demand_window_s``."""
+        if self.smoothed is None or self._last_t is None or self.demand_window_s <= 0:
+            self.smoothed = work
+        else:
+            a = 1.0 - math.exp(-max(0.0, now - self._last_t) / self.demand_window_s)
+            self.smoothed += a * (work - self.smoothed)
+        self._last_t = now
+        return self.smoothed
+
     def _correct(self, snap: PoolSnapshot) -> None:
+        """A replica with a queue of ``saturated_waiting`` inside its engine at both
+        ends of the interval was busy throughout: what it delivered is its capacity."""
+        now_sat: set[str] = set()
         for r in snap.replicas:
-            if r.phase == "serving" and r.waiting > 0 and (
-                    r.prompt_tokens_per_s > 0 or r.output_tokens_per_s > 0):
+            if r.phase != "serving" or r.waiting < self.saturated_waiting:
+                continue
+            now_sat.add(r.id)
+            if r.id in self._saturated and (r.prompt_tokens_per_s > 0
+                                            or r.output_tokens_per_s > 0):
                 self.capacity.observe_saturated(r.prompt_tokens_per_s, r.output_tokens_per_s)
+        self._saturated = now_sat
 
     # --- the decision ------------------------------------------------------------
     def decide(self, snap: PoolSnapshot, now: float) -> ScaleDecision:
@@ -105,18 +131,21 @@ class TokenplanePolicy:
         util = spec.target_utilisation * ((1.0 - self.burn_headroom) if burning else 1.0)
 
         work_now = self.demand(snap)
-        need_now = self.capacity.replicas_for(work_now + self._backlog(snap, waiting), util)
+        work_avg = self._smooth(work_now, now)
+        need_now = self.capacity.replicas_for(work_avg + self._backlog(snap, waiting), util)
         kv = sum(r.kv_usage for r in ready) / len(ready) if ready else 0.0
         need_kv = len(ready) * kv / self.kv_target
         need_wait = (len(ready) + 1.0 if waiting > self.waiting_per_replica * max(1, len(ready))
                      else 0.0)
         need_f = 0.0
         f_peak = 0.0
+        f_work = -1.0  # no forecast
         if self.forecaster is not None:
             self.forecaster.observe(now, work_now)
             horizon = spec.cold_start_s + spec.interval_s
             f = self.forecaster.forecast(now, horizon)
             need_f = self.capacity.replicas_for(f, util) if f is not None else 0.0
+            f_work = f if f is not None else -1.0
             steps = max(1, int(self.warm_lookahead_s // 600))
             for k in range(1, steps + 1):
                 fk = self.forecaster.forecast(now, horizon + k * 600.0)
@@ -194,9 +223,11 @@ class TokenplanePolicy:
         if to > cur:
             self.last_up = now
         inputs = {
-            "demand_work": round(work_now, 4), "need_now": round(need_now, 3),
+            "demand_work": round(work_now, 4), "demand_avg": round(work_avg, 4),
+            "need_now": round(need_now, 3),
             "need_kv": round(need_kv, 3), "need_queue": need_wait,
             "need_forecast": round(need_f, 3), "forecast_peak": round(f_peak, 3),
+            "forecast_work": round(f_work, 5),
             "capacity_factor": round(self.capacity.factor, 4),
             "prompt_tokens_per_s": snap.prompt_tokens_per_s,
             "output_tokens_per_s": snap.output_tokens_per_s,

@@ -19,7 +19,7 @@ class PoolPolicySpec:
     one (loaded, idle: the same GPU unless the provider discounts it; None = the
     serving price); ``budget_per_hour`` caps serving + warm cost (None = no cap).
     Stability: ``hysteresis`` is the band below the target utilisation a scale-down
-    must leave (0.15: scale down only while the smaller pool would run under 85% of
+    must leave (0.2: scale down only while the smaller pool would run under 80% of
     the target); ``scale_up_window_s`` / ``scale_down_window_s`` are the
     stabilisation windows (the lowest up-recommendation / highest down-recommendation
     over the window wins, as HPA's behaviour does); ``cooldown_s`` is how long a
@@ -38,8 +38,8 @@ class PoolPolicySpec:
     price_per_replica_hour: float = 2.0
     warm_price_per_replica_hour: float | None = None
     budget_per_hour: float | None = None
-    hysteresis: float = 0.15
-    scale_up_window_s: float = 20.0
+    hysteresis: float = 0.2
+    scale_up_window_s: float = 45.0
     scale_down_window_s: float = 300.0
     cooldown_s: float = 900.0
     warm_min: int = 0

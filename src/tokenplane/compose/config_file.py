@@ -149,6 +149,9 @@ def autoscale_errors(cfg: GatewayConfig) -> list[str]:
             elif len(m.backends) != 1:
                 out.append(f"{where}.actuator: embedded scales an alias with one backend "
                            f"({alias!r} has {len(m.backends)})")
+            elif pool.min_replicas < 1:
+                out.append(f"{where}.min_replicas: the embedded actuator keeps at least one "
+                           "replica (at zero, requests would be refused while one starts)")
     return out
 
 

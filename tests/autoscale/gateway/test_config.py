@@ -63,6 +63,8 @@ def test_durations_read_like_the_slo_section() -> None:
      "autoscale.pools.chat: warm_min (3) must not exceed warm_max (1)"),
     ({"chat": {"budget_per_hour": 10, "price_per_replica_hour": 0}},
      "autoscale.pools.chat: budget_per_hour needs price_per_replica_hour"),
+    ({"chat": {"min_replicas": 0}},
+     "autoscale.pools.chat.min_replicas: the embedded actuator keeps at least one"),
     ({"chat": {"policy": "magic"}}, "autoscale.pools.chat.policy: Input should be"),
     ({"chat": {"cooldown": "soon"}}, "autoscale.pools.chat.cooldown: 'soon' is not a duration"),
     ({"chat": {"cooldown": -5}}, "autoscale.pools.chat.cooldown: a duration must be positive"),

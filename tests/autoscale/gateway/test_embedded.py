@@ -179,3 +179,33 @@ def test_a_warm_replica_is_promoted_instead_of_a_cold_start(
     assert not traffic.errors, traffic.errors[:3]
     gw.stop()
     assert warm in {r["backend"] for r in gw.ledger_rows()}  # it served once promoted
+
+
+def test_a_drained_replica_finishes_its_streams_first(
+        start: Callable[[dict[str, Any]], GatewayThread]) -> None:
+    """Scale-down while streams are running on the replica that goes: they finish
+    whole, then its engine stops (decisions an hour apart: the test drives it)."""
+    cfg = autoscaled(cold_start=0)
+    cfg["autoscale"]["interval"] = "1h"
+    gw = start(cfg)
+    pool = embedded(gw)
+    act = controller(gw).pools["chat"].actuator
+    gw.call(act.scale_to("chat", 2, 0))
+    wait(gw, pool, lambda p: p.count("serving") == 2)
+    client = openai.OpenAI(base_url=gw.base_url, api_key=gw.create_key("default"),
+                           max_retries=0, timeout=60)
+    streams = [client.chat.completions.create(
+        model="chat", messages=MSGS, max_tokens=300, stream=True,
+        stream_options={"include_usage": True}) for _ in range(6)]
+    firsts = [next(iter(s)) for s in streams]  # every stream has started
+    assert all(f.choices for f in firsts)
+    newest = gw.gateway.pools["chat"].endpoints[-1]
+    assert newest.id == "sim/1" and newest.in_flight > 0  # least-loaded routing spread them
+    gw.call(act.scale_to("chat", 1, 0))
+    assert pool.replicas["sim/1"].phase == "draining"
+    for s in streams:
+        usage = [c.usage for c in s if c.usage is not None]
+        assert usage and usage[0].completion_tokens == 300  # whole, none cut
+    wait(gw, pool, lambda p: "sim/1" not in p.replicas)
+    assert pool.stopped == 1
+    assert [e.id for e in gw.gateway.pools["chat"].endpoints] == ["sim/0"]

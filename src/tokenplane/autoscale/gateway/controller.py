@@ -4,8 +4,9 @@ decision -> recorded (``decision_log``) -> ``actuator.scale_to``.
 
 Only one gateway process acts: the SLO leader election (``slo.gateway.leader``: a
 PostgreSQL advisory lock, a Redis lease, or a file lock among one host's workers),
-under a name of its own. The others keep their view of the pools and decide
-nothing; a process that gains the lead starts from a fresh policy state.
+under a name of its own. The others keep their view of the pools and act on
+nothing (they run the policy on the same snapshots, so one that gains the lead
+has its stabilisation windows and forecast current).
 """
 
 from __future__ import annotations
@@ -124,29 +125,35 @@ class AutoscaleController:
             self.leading = leading
         now = self.clock()
         for pc in self.pools.values():
-            views = await pc.actuator.replicas(pc.alias)
-            snap = pc.signals.snapshot(views, now)
-            pc.snapshot, pc.current = snap, views
-            if not self.leading:
-                continue
-            d = pc.policy.decide(snap, now)
-            pc.decision = d
-            self.decisions.record(d, self.wall(), pc.policy.name)
-            if d.changed:
-                key = f"{('down', 'none', 'up')[d.direction + 1]}/" \
-                      f"{d.reasons[0] if d.reasons else 'none'}"
-                pc.decisions[key] = pc.decisions.get(key, 0) + 1
-                log.info("autoscale %s: serving %d -> %d, warm %d -> %d (%s)", pc.alias,
-                         d.serving_from, d.serving_to, d.warm_from, d.warm_to,
-                         ", ".join(d.reasons))
-            await pc.actuator.scale_to(pc.alias, d.serving_to, d.warm_to)
-            pc.current = await pc.actuator.replicas(pc.alias)
+            try:
+                await self._round(pc, now)
+            except Exception:  # one pool's failure leaves the others their round
+                log.exception("autoscale %s: the round failed", pc.alias)
         self.rounds += 1
         if self.leading:
             self.decided_at = self.wall()
         if self.decisions.home is not None:
             write_status(self.decisions.home, {**self.status(decisions=False),
                                                "written_at": self.wall()})
+
+    async def _round(self, pc: PoolControl, now: float) -> None:
+        views = await pc.actuator.replicas(pc.alias)
+        snap = pc.signals.snapshot(views, now)
+        pc.snapshot, pc.current = snap, views
+        d = pc.policy.decide(snap, now)  # a follower too: its windows stay current
+        pc.decision = d
+        if not self.leading:
+            return
+        self.decisions.record(d, self.wall(), pc.policy.name)
+        if d.changed:
+            key = f"{('down', 'none', 'up')[d.direction + 1]}/" \
+                  f"{d.reasons[0] if d.reasons else 'none'}"
+            pc.decisions[key] = pc.decisions.get(key, 0) + 1
+            log.info("autoscale %s: serving %d -> %d, warm %d -> %d (%s)", pc.alias,
+                     d.serving_from, d.serving_to, d.warm_from, d.warm_to,
+                     ", ".join(d.reasons))
+        await pc.actuator.scale_to(pc.alias, d.serving_to, d.warm_to)
+        pc.current = await pc.actuator.replicas(pc.alias)
 
     def status(self, decisions: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

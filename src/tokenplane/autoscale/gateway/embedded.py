@@ -68,7 +68,8 @@ class EmbeddedPool:
         self.started = 0  # replicas this pool started (cold starts)
         self.stopped = 0
         self._next = 0
-        self._changed: asyncio.Condition | None = None
+        self._changed = asyncio.Event()  # set and replaced at each change
+        self._closing: set[asyncio.Task[None]] = set()  # engines of stopped replicas
         now = clock()
         for ep in initial:
             assert isinstance(ep.transport, InProcessTransport)
@@ -88,13 +89,21 @@ class EmbeddedPool:
         s_set = [r for r in reps if r.dest == "serving" and r.phase != "draining"]
         w_set = [r for r in reps if r.dest == "warm"]
         while len(s_set) < serving:
-            cand = (next((r for r in w_set if r.phase == "warm"), None)
-                    or next((r for r in w_set if r.phase == "starting"), None))
-            if cand is not None:
-                w_set.remove(cand)
-                self._promote(cand)
-            else:
+            # a replica still draining serves again at once, then a warm one, then one
+            # loading for the warm pool, else a new one
+            draining = [r for r in reps if r.phase == "draining" and r not in s_set]
+            cand = (draining[-1] if draining else None) \
+                or next((r for r in w_set if r.phase == "warm"), None) \
+                or next((r for r in w_set if r.phase == "starting"), None)
+            if cand is None:
                 cand = self._start("serving")
+            else:
+                if cand in w_set:
+                    w_set.remove(cand)
+                if cand.phase == "draining":
+                    self._revive(cand)
+                else:
+                    self._promote(cand)
             s_set.append(cand)
         while len(s_set) > serving:
             # the newest not yet taking traffic (starting, or warm being promoted) first
@@ -149,6 +158,16 @@ class EmbeddedPool:
             self._admit(r)
             log.info("autoscale %s: promoted warm replica %s", self.alias, r.id)
 
+    def _revive(self, r: _Replica) -> None:
+        """A draining replica takes requests again (membership takes it back)."""
+        task, r.task = r.task, None
+        if task is not None:
+            task.cancel()
+        r.dest = "serving"
+        self._admit(r)
+        log.info("autoscale %s: replica %s serves again before its drain ended",
+                 self.alias, r.id)
+
     def _retire(self, r: _Replica, dest: Destination) -> None:
         """Out of serving (``dest`` warm) or out of the pool (``gone``)."""
         r.dest = dest
@@ -181,7 +200,12 @@ class EmbeddedPool:
         log.info("autoscale %s: replica %s is %s", self.alias, r.id, r.phase)
 
     async def _drain(self, r: _Replica) -> None:
-        await self.membership.drain(r.id)  # out of routing once nothing is on it
+        try:
+            left = self.membership.drain(r.id)  # out of routing once nothing is on it
+        except KeyError:  # not in routing (any more)
+            pass
+        else:
+            await left
         r.task = None
         if r.dest == "warm":
             self._enter(r, "warm")
@@ -195,7 +219,9 @@ class EmbeddedPool:
         r.dest = "gone"
         self.replicas.pop(r.id, None)
         self.stopped += 1
-        asyncio.get_running_loop().create_task(r.service.close())
+        task = asyncio.get_running_loop().create_task(r.service.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
         log.info("autoscale %s: stopped replica %s", self.alias, r.id)
         self._notify()
 
@@ -213,18 +239,16 @@ class EmbeddedPool:
     # -- waiting (tests, status) ---------------------------------------------------
 
     def _notify(self) -> None:
-        cond = self._changed
-        if cond is not None:
-            asyncio.get_running_loop().create_task(_notify_all(cond))
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def wait_for(self, predicate: Callable[[EmbeddedPool], bool]) -> None:
         """Returns once ``predicate(self)`` holds (checked at each change)."""
-        if self._changed is None:
-            self._changed = asyncio.Condition()
-        async with self._changed:
-            await self._changed.wait_for(lambda: predicate(self))
+        while not predicate(self):
+            await self._changed.wait()
 
     async def close(self) -> None:
+        await asyncio.gather(*self._closing, return_exceptions=True)
         for r in list(self.replicas.values()):
             task, r.task = r.task, None
             if task is not None:
@@ -232,11 +256,6 @@ class EmbeddedPool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await r.service.close()
-
-
-async def _notify_all(cond: asyncio.Condition) -> None:
-    async with cond:
-        cond.notify_all()
 
 
 class EmbeddedActuator:
