@@ -152,3 +152,21 @@ def test_a_bad_token_serves_nothing_and_says_why(
         assert routable(gw, ALIAS) == set()
     finally:
         gw.stop()
+
+
+def test_a_kubeconfig_that_appears_later_is_picked_up(
+    kube: FakeKube, farm: EngineFarm, tmp_path: Path,
+) -> None:
+    port = free_port_on(HOSTS[0])
+    farm.start(HOSTS[0], port)
+    kube.set_slice("engine-a", "engine", port, [(HOSTS[0], True, False)],
+                   namespace="serving")
+    path = tmp_path / "kubeconfig"  # not there when the gateway starts (a secret mounted late)
+    gw = GatewayThread(config(path), tmp_path / "gw").start()
+    try:
+        assert routable(gw, ALIAS) == set()
+        write_kubeconfig(path, kube.url, kube.token)
+        wait_for(gw, lambda: routable(gw, ALIAS) == {f"engine/{HOSTS[0]}:{port}"},
+                 "the replica once the kubeconfig is there")
+    finally:
+        gw.stop()

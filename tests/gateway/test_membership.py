@@ -14,6 +14,8 @@ from typing import Any
 
 import openai
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.discovery.engines import EngineFarm
 from tests.discovery.load import wait_for
@@ -44,6 +46,14 @@ def add_sim(gw: GatewayThread, ep_id: str, seed: int = 7) -> EngineService:
         return svc
 
     return gw.call(go())
+
+
+def membership_series(gw: GatewayThread) -> set[tuple[str, str]]:
+    """(endpoint, state) of ``tokenplane_endpoint_membership``, as /metrics has it."""
+    text = generate_latest(gw.gateway.metrics.registry).decode()
+    return {(f.labels["endpoint"], f.labels["state"])
+            for fam in text_string_to_metric_families(text)
+            if fam.name == "tokenplane_endpoint_membership" for f in fam.samples}
 
 
 def served(gw: GatewayThread) -> dict[str, int]:
@@ -124,7 +134,9 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         return fut
 
     joined = gw.call(add())
-    gw.call(routing.scraper.scrape_once())  # nothing listens there yet: it fails
+    assert membership_series(gw) == {("http/0", "joining"), ("sim/0", "serving")}
+    for _ in range(6):  # nothing listens there yet: it fails, more than a breaker takes
+        gw.call(routing.scraper.scrape_once())
     assert not joined.done() and "http/0" in routing.live.joining
     assert "http/0" not in routing.live.by_id
     for _ in range(3):  # every request goes to the replica that serves
@@ -138,7 +150,11 @@ def test_http_replica_joins_only_after_a_healthy_scrape(gw: GatewayThread) -> No
         gw.call(routing.scraper.scrape_once())  # its first healthy scrape
         gw.call(_wait(joined))
         assert "http/0" in routing.live.by_id and not routing.live.joining
+        # its failed scrapes while joining did not open its breaker
+        assert routing.live.by_id["http/0"].available(routing.router.clock())
+        assert membership_series(gw) == {("http/0", "serving"), ("sim/0", "serving")}
         gw.call(_wait(gw.call(_drain(ms, "sim/0"))))  # the HTTP replica is left alone
+        assert membership_series(gw) == {("http/0", "serving")}
         for _ in range(3):
             r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=2)
             assert r.usage is not None and r.usage.completion_tokens == 2
@@ -234,3 +250,28 @@ def test_a_drained_alias_spills_to_its_fallback_and_takes_traffic_back(
         gw.call(svc.close())
     finally:
         gw.stop()
+
+
+def test_a_replica_added_again_while_it_drains_serves_again(gw: GatewayThread) -> None:
+    key = gw.create_key("default", app="membership")
+    c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60)
+    ms = membership(gw)
+    stream = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=60,
+                                       stream=True)
+    chunks = [next(stream)]  # sim/0 is busy: its drain waits
+    ep = gw.gateway.pools[ALIAS].endpoints[0]
+
+    async def drain_then_add() -> tuple[asyncio.Future[None], asyncio.Future[None]]:
+        drained = ms.drain("sim/0")
+        assert ms.members(ALIAS) == []
+        return drained, ms.add(ALIAS, ep)
+
+    drained, back = gw.call(drain_then_add())
+    assert drained.cancelled() and back.done()
+    assert ms.members(ALIAS) == ["sim/0"] and not ep.draining
+    r = c.chat.completions.create(model=ALIAS, messages=MSGS, max_tokens=3)
+    assert r.usage is not None and r.usage.completion_tokens == 3
+    chunks.extend(stream)
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert served(gw) == {"sim/0": 2}
+    c.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -39,6 +39,18 @@ class DnsDiscovery(_Strict):
     interval_s: float = Field(10.0, gt=0)
     nameserver: str | None = None
     scheme: Literal["http", "https"] = "http"
+
+    @field_validator("nameserver")
+    @classmethod
+    def _nameserver(cls, v: str | None) -> str | None:
+        if v is None or v.count(":") != 1:  # none, a host name, an IPv6 address
+            if v is not None and not v.strip():
+                raise ValueError("an empty nameserver: give host or host:port")
+            return v
+        host, _, port = v.partition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"{v!r} is not host or host:port (a port in 1..65535)")
+        return v
 
     @model_validator(mode="after")
     def _port(self) -> DnsDiscovery:

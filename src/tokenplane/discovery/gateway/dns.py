@@ -66,7 +66,8 @@ class DnsPoll:
             return await self._system_a()
         resolver = self._resolver()
         if s.record == "SRV":
-            recs = await self._ask(resolver, s.name, "SRV")
+            # a target of "." says the service is not available there
+            recs = [r for r in await self._ask(resolver, s.name, "SRV") if r[3] != "."]
             hosts = await self._addresses(resolver, {str(r[3]) for r in recs})
             return srv_targets([(p, w, port, a) for p, w, port, host in recs
                                 for a in hosts.get(str(host), ())], self.backend_id, s.scheme)

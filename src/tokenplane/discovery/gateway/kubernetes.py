@@ -50,7 +50,17 @@ class EndpointSliceWatch:
         self.on_change(union(self.slices.values()))
 
     async def run(self) -> None:
-        client = await api_client(self.spec.kubeconfig)
+        while True:  # a kubeconfig that is not there yet, an unreadable token: again
+            try:
+                client = await api_client(self.spec.kubeconfig)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._failed(exc)
+                continue
+            await self._serve(client)
+
+    async def _serve(self, client: ApiClient) -> None:
         try:
             api = DiscoveryV1Api(client)
             while True:

@@ -147,6 +147,8 @@ class Membership:
     def settle(self) -> None:
         """Admit joining replicas that passed a scrape; remove drained ones that are
         idle. Runs after each request, each scrape round and each change."""
+        if not self.live.joining and not self._drains:
+            return
         for joined in [j for j in self.live.joining.values() if j.healthy]:
             self._admit(joined)
         for ep_id in [i for i in self._drains if self._idle(i)]:

@@ -2,7 +2,8 @@
 
 A good scrape stores the parsed figures and marks the replica healthy; a
 connection failure or timeout marks it unhealthy and counts as a failure for its
-breaker. A replica answering without metrics (a 404 from a plain OpenAI-compatible
+breaker (not for a replica still joining: it waits for its first good scrape with
+a clean breaker). A replica answering without metrics (a 404 from a plain OpenAI-compatible
 server) stays healthy with unknown engine figures. ``on_update`` runs after each
 round (the gateway pumps its scheduler queues there).
 """
@@ -81,6 +82,8 @@ class MetricsScraper:
                 text = await resp.text() if resp.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, OSError):
             le.scrape_failures += 1
+            if le.id in self.live.joining:  # not up yet: no failure of a replica serving
+                return
             if le.healthy:
                 log.warning("replica %s failed its health check", le.id)
             le.healthy = False
