@@ -73,7 +73,7 @@ class AutoscalePoolConfig(_Strict):
     price_per_replica_hour: float = Field(2.0, ge=0)
     warm_price_per_replica_hour: float | None = Field(None, ge=0)
     budget_per_hour: float | None = Field(None, gt=0)
-    hysteresis: float = Field(0.15, ge=0, lt=1)
+    hysteresis: float = Field(0.1, ge=0, lt=1)
     scale_up_window: float = 20.0
     scale_down_window: float = 300.0
     cooldown: float = 900.0

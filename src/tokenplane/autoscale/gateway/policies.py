@@ -2,7 +2,8 @@
 
 ``tokenplane`` (``autoscale.policy``) gets the pool's :class:`PoolPolicySpec`, the
 engine profile's token costs (or the configured ``replica_tokens_per_s``) and a
-demand forecaster; the baselines of the simulator run as their documentation
+demand forecaster (``TokenplanePolicy.for_profile``; the controller teaches it the
+ledger's history at start); the baselines of the simulator run as their documentation
 describes them, bounded by the pool's min/max: ``static-peak`` holds
 ``max_replicas``, ``static-mean`` the backend's configured ``replicas``; ``hpa-kv``,
 ``keda-queue`` and ``aibrix-kpa`` (a target of ``target_utilisation`` of the
@@ -17,8 +18,6 @@ from tokenplane.autoscale.baselines import (
     KedaQueuePolicy,
     StaticPolicy,
 )
-from tokenplane.autoscale.capacity import CapacityEstimator, flat_costs, profile_costs
-from tokenplane.autoscale.forecast import DemandForecaster
 from tokenplane.autoscale.model import AutoscalePolicy
 from tokenplane.autoscale.policy import TokenplanePolicy
 from tokenplane.autoscale.spec import PoolPolicySpec
@@ -46,9 +45,7 @@ def make_policy(cfg: AutoscalePoolConfig, spec: PoolPolicySpec, profile: EngineP
     lo, hi = spec.min_replicas, spec.max_replicas
     name = cfg.policy
     if name == "tokenplane":
-        costs = (flat_costs(spec.replica_tokens_per_s) if spec.replica_tokens_per_s > 0
-                 else profile_costs(profile))
-        return TokenplanePolicy(spec, CapacityEstimator(costs), DemandForecaster())
+        return TokenplanePolicy.for_profile(spec, profile)  # history: learned at start
     if name == "static-peak":
         return StaticPolicy(name, max(1, hi))
     if name == "static-mean":
