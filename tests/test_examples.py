@@ -33,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
+from tests.discovery.serve_example import test_serves_discovery  # noqa: F401
 from tests.examples_support import HttpStub, stop_process
 from tests.gateway.harness import GatewayThread, free_port
 from tests.gateway.sim_process import start_sim
@@ -965,3 +966,25 @@ def test_serves_sim_behaviour(gateways: Gateways) -> None:
     gateways.stop(gw)
     rows = gw.ledger_rows()
     assert len(rows) == 6 and all(r["status"] == "ok" and counted_exactly(r) for r in rows)
+def test_serves_autoscale(gateways: Gateways) -> None:
+    """The pool is autoscaled with the example's limits by the embedded actuator; the
+    first round decided (nothing to do at rest: one replica, the minimum) and
+    GET /admin/v1/autoscale shows it; requests are served meanwhile."""
+    gw = gateways.start(example("autoscale.yaml"))
+    ctl = gw.gateway.autoscale
+    assert ctl is not None and ctl.interval_s == 2.0
+    pc = ctl.pools["chat"]
+    spec = pc.policy.spec  # type: ignore[attr-defined]
+    assert (spec.min_replicas, spec.max_replicas, spec.cooldown_s, spec.cold_start_s,
+            spec.budget_per_hour, spec.warm_max) == (1, 4, 60.0, 5.0, 12.5, 1)
+    assert pc.actuator.kind == "embedded"
+    key, admin = gw.create_key("default"), gw.create_key("default", admin=True)
+    with client(gw, key) as c:
+        chat(c, "chat")
+        stream(c, "chat")
+    resp = httpx.get(gw.base_url.removesuffix("/v1") + "/admin/v1/autoscale",
+                     headers={"authorization": f"Bearer {admin}"}, timeout=10)
+    assert resp.status_code == 200
+    [pool] = resp.json()["pools"]
+    assert (pool["pool"], pool["policy"], pool["replicas"]["serving"]) == (
+        "chat", "tokenplane", 1)
