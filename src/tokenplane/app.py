@@ -15,6 +15,7 @@ from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
@@ -31,6 +32,10 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
+from tokenplane.autoscale.gateway.build import build_autoscaler
+from tokenplane.autoscale.gateway.collector import AutoscaleCollector
+from tokenplane.autoscale.gateway.controller import AutoscaleController
+from tokenplane.autoscale.gateway.policies import make_policy
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
@@ -98,6 +103,7 @@ class Gateway:
     routing: Routing | None = None  # live replica view, router, scheduler queues
     slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
     access_log: AccessLog | None = None  # observe.access_log (on by default)
+    autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -120,8 +126,12 @@ class Gateway:
             self.slo.start()
         if self.access_log is not None:
             self.access_log.start()
+        if self.autoscale is not None:
+            await self.autoscale.start()
 
     async def close(self) -> None:
+        if self.autoscale is not None:
+            await self.autoscale.close()  # its replicas drain while the rest still runs
         if self.slo is not None:
             await self.slo.close()
         if self.routing is not None:
@@ -205,6 +215,9 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log)
+    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo, make_policy)
+    if gw.autoscale is not None:
+        metrics.registry.register(AutoscaleCollector(gw.autoscale))
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -320,6 +333,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
+    AdminAutoscaleRoutes(gw.keys, gw.autoscale).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

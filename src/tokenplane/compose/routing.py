@@ -19,40 +19,46 @@ from tokenplane.scheduling.gateway.hub import SchedulerHub
 from tokenplane.tokens.predictor import LengthPredictor
 from tokenplane.upstream.http_transport import server_root
 from tokenplane.upstream.inprocess import InProcessTransport
-from tokenplane.upstream.pool import Pool
+from tokenplane.upstream.pool import Endpoint, Pool
 
 SCRAPED_TYPES = frozenset({"vllm", "sglang", "sim"})
 
 
 def build_live(config: GatewayConfig, pools: dict[str, Pool]) -> LiveView:
     live = LiveView()
-    sched = config.scheduling
-    prices = {m.alias: m.prices for m in config.models}
     for alias, pool in pools.items():
-        price = prices.get(alias)
         for ep in pool.endpoints:
-            b = ep.backend
-            le = LiveEndpoint(
-                endpoint=ep, alias=alias, breaker=breaker_from(config.routing.breaker),
-                model_version=b.model_version or "", max_waiting=sched.max_waiting,
-                slots_known=sched.max_num_seqs is not None,
-                cost_per_token=cost_per_token(price.input, price.output) if price else 0.0,
-            )
-            if isinstance(ep.transport, InProcessTransport):
-                engine = ep.transport.service.engine
-                le.local_stats = engine.stats
-                le.prefill_rate = PrefillRate(prior=engine.profile.a_s_per_token)
-                le.slots_known = True
-                le.max_num_seqs = sched.max_num_seqs or engine.profile.max_num_seqs
-                le.token_capacity = engine.profile.kv_capacity_tokens
-                le.prefill_capacity = UNBOUNDED
-            elif b.type in SCRAPED_TYPES and b.base_url is not None:  # an engine over HTTP
-                le.max_num_seqs = sched.max_num_seqs or le.max_num_seqs
-                le.scrape_url = server_root(b.base_url) + "/metrics"
-            else:  # a hosted API: no slots the gateway knows of
-                le.max_num_seqs = sched.max_num_seqs or UNBOUNDED
-            live.add(le)
+            live.add(live_endpoint(config, alias, ep))
     return live
+
+
+def live_endpoint(config: GatewayConfig, alias: str, ep: Endpoint) -> LiveEndpoint:
+    """What routing holds of one replica of ``alias`` (also for replicas that join
+    later: the autoscaler's, discovered ones)."""
+    sched = config.scheduling
+    model = config.model(alias)
+    price = model.prices if model is not None else None
+    b = ep.backend
+    le = LiveEndpoint(
+        endpoint=ep, alias=alias, breaker=breaker_from(config.routing.breaker),
+        model_version=b.model_version or "", max_waiting=sched.max_waiting,
+        slots_known=sched.max_num_seqs is not None,
+        cost_per_token=cost_per_token(price.input, price.output) if price else 0.0,
+    )
+    if isinstance(ep.transport, InProcessTransport):
+        engine = ep.transport.service.engine
+        le.local_stats = engine.stats
+        le.prefill_rate = PrefillRate(prior=engine.profile.a_s_per_token)
+        le.slots_known = True
+        le.max_num_seqs = sched.max_num_seqs or engine.profile.max_num_seqs
+        le.token_capacity = engine.profile.kv_capacity_tokens
+        le.prefill_capacity = UNBOUNDED
+    elif b.type in SCRAPED_TYPES and b.base_url is not None:  # an engine over HTTP
+        le.max_num_seqs = sched.max_num_seqs or le.max_num_seqs
+        le.scrape_url = server_root(b.base_url) + "/metrics"
+    else:  # a hosted API: no slots the gateway knows of
+        le.max_num_seqs = sched.max_num_seqs or UNBOUNDED
+    return le
 
 
 @dataclass

@@ -77,6 +77,11 @@ class RequestRouting:
         ep.prompt_tokens_in_flight += info.prefill
         ep.decode_tokens_in_flight += info.decode
         info.loaded = ep
+        if not info.counted:  # the autoscaler's demand: once per request, not per attempt
+            info.counted = True
+            pool = self.pools[alias]
+            pool.admitted_requests += 1
+            pool.admitted_prompt_tokens += info.prefill
 
     @staticmethod
     def unload(info: RouteInfo) -> None:

@@ -65,6 +65,8 @@ class RoutingFinisher:
             return
         self.routing.unload(info)
         ep = ctx.endpoint
+        if ep is not None and ctx.pool is not None and ctx.upstream_start is not None:
+            ctx.pool.delivered_output_tokens += settled_counts(ctx, self.count_text).output
         if ep is not None and ctx.first_token is not None and ctx.upstream_start is not None:
             self.routing.observe_first_token(info, ep, ctx.first_token - ctx.upstream_start)
         if (ep is not None and ctx.status == "error" and ctx.first_token is not None

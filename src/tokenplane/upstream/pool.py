@@ -26,9 +26,16 @@ class Endpoint:
 
 @dataclass(slots=True)
 class Pool:
+    """An alias's replicas, and the demand it has seen since start (cumulative, read
+    by the autoscaler as rates): requests bound to a replica (first attempts),
+    their uncached prompt tokens, and the output tokens delivered."""
+
     model: ModelConfig
     endpoints: list[Endpoint] = field(default_factory=list)
     _rr: int = 0
+    admitted_requests: int = 0
+    admitted_prompt_tokens: int = 0
+    delivered_output_tokens: int = 0
 
     def next_rr(self) -> int:
         self._rr += 1

@@ -1,2 +1,2 @@
-"""The autoscaler's shells: the actuators that carry a decision out and the loop that
-feeds the policy."""
+"""The autoscaler's gateway shell: the periodic controller that builds each pool's
+snapshot, runs the policy, records the decisions and hands them to an actuator."""

@@ -1,0 +1,124 @@
+"""Builds the autoscaler of a gateway from ``autoscale:`` (None when no pool is set):
+per pool its policy, its signals and its actuator, and the controller that runs them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tokenplane.autoscale.gateway.actuator import Actuator
+from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolControl
+from tokenplane.autoscale.gateway.decision_log import DecisionLog
+from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
+from tokenplane.autoscale.gateway.membership import RoutingMembership
+from tokenplane.autoscale.gateway.signals import PoolSignals
+from tokenplane.autoscale.model import AutoscalePolicy
+from tokenplane.compose.routing import Routing, live_endpoint
+from tokenplane.config.autoscale_schema import AutoscalePoolConfig
+from tokenplane.config.schema import GatewayConfig
+from tokenplane.engine.profiles import EngineProfile, get_profile
+from tokenplane.engine.serving.service import EngineService
+from tokenplane.slo.gateway.leader import Leadership, open_leadership
+from tokenplane.slo.gateway.service import SloService
+from tokenplane.tokens.model_counters import ModelCounters
+from tokenplane.upstream.inprocess import InProcessTransport
+from tokenplane.upstream.pool import Endpoint, Pool
+
+# a replica's start-up without a configured cold_start: the container and the engine
+# (CUDA context, graph capture) plus the weights read at about 1 GiB/s from local disk
+START_OVERHEAD_S = 20.0
+LOAD_GIB_PER_S = 1.0
+
+MakePolicy = Callable[[str, AutoscalePoolConfig, EngineProfile, float], AutoscalePolicy]
+
+
+def cold_start_s(pool: AutoscalePoolConfig, profile: EngineProfile) -> float:
+    """The pool's cold start: configured, else from the profile's weights (0 for a
+    profile without weights, such as ``instant``)."""
+    if pool.cold_start is not None:
+        return pool.cold_start
+    if profile.weights_gib <= 0:
+        return 0.0
+    return START_OVERHEAD_S + profile.weights_gib / LOAD_GIB_PER_S
+
+
+def actuator_kind(config: GatewayConfig, alias: str) -> str:
+    """The pool's actuator (the schema made sure an unset one means embedded)."""
+    return config.autoscale.pools[alias].actuator or "embedded"
+
+
+def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) -> MakeReplica:
+    """New in-process replicas of ``alias``'s simulated backend, as ``serve`` builds its
+    first ones (``app._endpoints``)."""
+    model = config.model(alias)
+    assert model is not None
+    backend = model.backends[0]
+    bid = backend.id or f"{alias}-0"
+    upstream_model = backend.model or alias
+    profile = get_profile(backend.profile)
+
+    def make(index: int) -> tuple[EngineService, Endpoint]:
+        svc = EngineService(profile, counters.tokenizer(alias), counters.prompt_ids(alias),
+                            upstream_model, max_model_len=model.context_window, seed=index)
+        ep = Endpoint(f"{bid}/{index}", backend, InProcessTransport(svc), upstream_model)
+        return svc, ep
+
+    return make
+
+
+def build_autoscaler(
+    config: GatewayConfig, home: Path, pools: dict[str, Pool], routing: Routing,
+    counters: ModelCounters, slo: SloService | None, make_policy: MakePolicy,
+    actuators: dict[str, Callable[[list[str]], Actuator]] | None = None,
+) -> AutoscaleController | None:
+    """The controller, or None when ``autoscale.pools`` is empty. ``actuators``: the
+    factories of the other actuator kinds (``kubernetes``, ``keda``) by kind, each
+    given the aliases it scales."""
+    ac = config.autoscale
+    if not ac.enabled:
+        return None
+    by_kind: dict[str, list[str]] = {}
+    for alias in ac.pools:
+        by_kind.setdefault(actuator_kind(config, alias), []).append(alias)
+    made: dict[str, Actuator] = {}
+    for kind, aliases in by_kind.items():
+        if kind == "embedded":
+            membership = RoutingMembership(
+                routing, pools, lambda a, ep: live_endpoint(config, a, ep))
+            made[kind] = EmbeddedActuator({
+                a: EmbeddedPool(a, replica_maker(config, a, counters),
+                                cold_start_s(ac.pools[a], _profile(config, a)), membership,
+                                initial=list(pools[a].endpoints))
+                for a in aliases})
+        elif actuators is not None and kind in actuators:
+            made[kind] = actuators[kind](aliases)
+        else:
+            raise ValueError(f"autoscale: the {kind} actuator is not available in this "
+                             f"build (pools {', '.join(aliases)})")
+    slo_status = slo.status if slo is not None else None
+    controls = []
+    for alias, pc in ac.pools.items():
+        names = [s.name for s in config.slos
+                 if s.selector.model in (None, alias)]
+        signals = PoolSignals(alias, pools[alias], routing.live, routing.hub, slo_status,
+                              names, time.monotonic)
+        profile = _profile(config, alias)
+        policy = make_policy(alias, pc, profile, cold_start_s(pc, profile))
+        controls.append(PoolControl(alias, policy, signals, made[actuator_kind(config, alias)]))
+    # embedded replicas are each process's own: every process scales its own; a shared
+    # actuator acts from one leader
+    leader: Leadership | None = None
+    if set(by_kind) != {"embedded"}:
+        leader = open_leadership(home, config.database_url, config.redis_url,
+                                 config.admission.key_prefix, ac.interval, name="autoscale")
+    return AutoscaleController(controls, DecisionLog(home, ac.decisions_kept), ac.interval,
+                               leader=leader)
+
+
+def _profile(config: GatewayConfig, alias: str) -> EngineProfile:
+    model = config.model(alias)
+    assert model is not None
+    b = model.backends[0]
+    return get_profile(b.profile)
