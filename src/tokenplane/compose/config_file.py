@@ -148,6 +148,13 @@ def autoscale_errors(cfg: GatewayConfig) -> list[str]:
             elif len(m.backends) != 1:
                 out.append(f"{where}.actuator: embedded scales an alias with one backend "
                            f"({alias!r} has {len(m.backends)})")
+        elif pool.actuator == "keda" and cfg.autoscale.keda.listen is None:
+            out.append(f"{where}.actuator: keda needs autoscale.keda.listen (where KEDA's "
+                       "operator reads the decisions)")
+    keda_pools = [a for a, p in cfg.autoscale.pools.items() if p.actuator == "keda"]
+    if cfg.autoscale.keda.listen is not None and not keda_pools:
+        out.append("autoscale.keda.listen: set, but no pool has actuator: keda (nothing "
+                   "to serve KEDA)")
     return out
 
 

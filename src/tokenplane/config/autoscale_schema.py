@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.keda_schema import KedaConfig
 from tokenplane.config.slo_schema import parse_duration
 
 ActuatorKind = Literal["embedded", "kubernetes", "keda"]
@@ -113,11 +114,14 @@ class AutoscalePoolConfig(_Strict):
 class AutoscaleConfig(_Strict):
     """``interval``: how often the controller decides (every pool). ``decisions_kept``:
     decisions kept in memory for ``GET /admin/v1/autoscale``; every decision is also
-    appended to ``<data_dir>/autoscale/decisions.jsonl``. ``pools``: by model alias."""
+    appended to ``<data_dir>/autoscale/decisions.jsonl``. ``pools``: by model alias.
+    ``keda``: the KEDA external scaler that pools with ``actuator: keda`` publish their
+    decisions on (docs/KEDA.md)."""
 
     interval: float = 10.0
     decisions_kept: int = Field(500, ge=1, le=100_000)
     pools: dict[str, AutoscalePoolConfig] = Field(default_factory=dict)
+    keda: KedaConfig = Field(default_factory=lambda: KedaConfig())
 
     @field_validator("interval", mode="before")
     @classmethod

@@ -1,9 +1,12 @@
-"""The desired replica counts of every pool the KEDA scaler answers for, and a way to
-wait until they change (what ``StreamIsActive`` pushes)."""
+"""The desired replica counts of every pool the KEDA scaler answers for, when each
+was last decided, and a way to wait until they change (what ``StreamIsActive``
+pushes)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,17 +32,22 @@ class Desired:
 
 
 class UnknownPool(KeyError):
-    """No actuator registered this pool (a ScaledObject naming a pool the gateway
-    does not autoscale)."""
+    """No KEDA actuator scales this pool (a ScaledObject naming a pool the gateway
+    does not autoscale through KEDA)."""
 
 
 class DesiredBoard:
-    """Pool -> :class:`Desired`, written by the KEDA actuators and read by the gRPC
-    servicer, on one event loop. Every change bumps :attr:`version` and wakes the
-    waiters of :meth:`wait_changed`."""
+    """Pool -> the last :class:`Desired` and when it was decided, written by the KEDA
+    actuator and read by the gRPC servicer, on one event loop. A pool is known from
+    :meth:`register` on, with no decision until the first :meth:`set`. Every change
+    bumps :attr:`version` and wakes the waiters of :meth:`wait_changed`; a repeated
+    decision only renews its time."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._known: set[str] = set()
         self._desired: dict[str, Desired] = {}
+        self._decided_at: dict[str, float] = {}
         self._version = 0
         self._changed: asyncio.Event | None = None
 
@@ -48,22 +56,30 @@ class DesiredBoard:
         return self._version
 
     def pools(self) -> tuple[str, ...]:
-        return tuple(sorted(self._desired))
+        return tuple(sorted(self._known))
 
-    def register(self, pool: str, initial: Desired) -> None:
-        if pool in self._desired:
-            raise ValueError(f"pool {pool!r} already has a KEDA actuator")
-        self.set(pool, initial)
+    def register(self, pool: str) -> None:
+        if pool in self._known:
+            raise ValueError(f"pool {pool!r} is already scaled through KEDA")
+        self._known.add(pool)
 
-    def get(self, pool: str) -> Desired:
-        try:
-            return self._desired[pool]
-        except KeyError:
-            raise UnknownPool(pool) from None
+    def get(self, pool: str) -> Desired | None:
+        """The pool's last decision (None before the first one)."""
+        if pool not in self._known:
+            raise UnknownPool(pool)
+        return self._desired.get(pool)
+
+    def age(self, pool: str) -> float | None:
+        """Seconds since the pool was last decided (None before the first time)."""
+        at = self._decided_at.get(pool)
+        return None if at is None else self._clock() - at
 
     def set(self, pool: str, desired: Desired) -> None:
+        if pool not in self._known:
+            raise UnknownPool(pool)
         if desired.serving < 0 or desired.warm < 0:
             raise ValueError(f"negative replica count for pool {pool!r}: {desired}")
+        self._decided_at[pool] = self._clock()
         if self._desired.get(pool) == desired:
             return
         self._desired[pool] = desired

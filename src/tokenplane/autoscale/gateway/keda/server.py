@@ -17,11 +17,16 @@ class KedaScalerServer:
     """Serves :class:`ExternalScaler` over plain HTTP/2 (in a cluster, behind a
     Service only the KEDA operator reaches; see deploy/kubernetes/)."""
 
-    def __init__(self, board: DesiredBoard, listen: str) -> None:
+    def __init__(self, board: DesiredBoard, listen: str, stale_after_s: float) -> None:
         self.listen = listen
         self._board = board
+        self._stale_after_s = stale_after_s
         self._server: grpc.aio.Server | None = None
         self._port = 0
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
 
     @property
     def port(self) -> int:
@@ -33,7 +38,7 @@ class KedaScalerServer:
             raise RuntimeError("the KEDA scaler is already serving")
         server = grpc.aio.server(options=_OPTIONS)
         add = pb_grpc.add_ExternalScalerServicer_to_server
-        add(ExternalScaler(self._board), server)  # type: ignore[no-untyped-call]
+        add(ExternalScaler(self._board, self._stale_after_s), server)  # type: ignore[no-untyped-call]
         try:
             self._port = server.add_insecure_port(self.listen)
         except RuntimeError as exc:  # grpcio raises it when the bind fails

@@ -4,7 +4,13 @@ A ScaledObject's ``external`` trigger names the pool in its metadata (``pool:
 <alias>``) and optionally which count scales its target (``count: serving`` by
 default, ``warm`` or ``total``). The one metric's target is 1 per replica and its
 value the desired count, so the HPA's ``ceil(value / target)`` is the desired count;
-``IsActive`` is ``count > 0`` (KEDA scales from and to zero on it)."""
+``IsActive`` is ``count > 0`` (KEDA scales from and to zero on it).
+
+Before the pool's first decision, and once its last decision is older than
+``stale_after_s`` (the process that decided no longer leads, or its controller
+stopped), the answer is UNAVAILABLE: KEDA counts the scaler as failing and, after
+the ScaledObject's ``fallback.failureThreshold``, holds ``fallback.replicas``
+instead of acting on an old figure."""
 
 from __future__ import annotations
 
@@ -50,10 +56,11 @@ def trigger_of(metadata: Mapping[str, str]) -> tuple[str, CountKind]:
 
 class ExternalScaler(pb_grpc.ExternalScalerServicer):
     """Answers KEDA from the board; a bad trigger is INVALID_ARGUMENT, a pool the
-    gateway does not autoscale NOT_FOUND."""
+    gateway does not scale through KEDA NOT_FOUND, no fresh decision UNAVAILABLE."""
 
-    def __init__(self, board: DesiredBoard) -> None:
+    def __init__(self, board: DesiredBoard, stale_after_s: float) -> None:
         self._board = board
+        self._stale_after_s = stale_after_s
 
     async def _count(
         self, ref: pb.ScaledObjectRef, context: grpc.aio.ServicerContext[object, object]
@@ -63,13 +70,25 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         except BadScaledObject as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _about(ref, str(exc)))
         try:
-            return pool, kind, self._board.get(pool).of(kind)
+            desired = self._board.get(pool)
         except UnknownPool:
             known = ", ".join(self._board.pools()) or "none"
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                _about(ref, f"pool {pool!r} is not autoscaled by this gateway (pools: {known})"),
+                _about(ref, f"pool {pool!r} is not scaled through KEDA by this gateway "
+                       f"(pools: {known})"),
             )
+        age = self._board.age(pool)
+        if desired is None or age is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                _about(ref, f"pool {pool!r} has no decision yet"))
+        if age > self._stale_after_s:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                _about(ref, f"pool {pool!r} was last decided {age:.0f} s ago (over "
+                       f"{self._stale_after_s:.0f} s): this process no longer decides"),
+            )
+        return pool, kind, desired.of(kind)
 
     async def IsActive(  # the proto names the methods
         self, request: pb.ScaledObjectRef, context: grpc.aio.ServicerContext[object, object]
