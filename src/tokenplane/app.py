@@ -36,7 +36,6 @@ from tokenplane.autoscale.gateway.build import build_autoscaler
 from tokenplane.autoscale.gateway.collector import AutoscaleCollector
 from tokenplane.autoscale.gateway.controller import AutoscaleController
 from tokenplane.autoscale.gateway.keda.build import keda_actuators
-from tokenplane.autoscale.gateway.policies import make_policy
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
@@ -216,7 +215,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log)
-    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo, make_policy,
+    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
                                     actuators=keda_actuators(config, pools))
     if gw.autoscale is not None:
         metrics.registry.register(AutoscaleCollector(gw.autoscale))

@@ -13,8 +13,8 @@ from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolCon
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
 from tokenplane.autoscale.gateway.membership import RoutingMembership
+from tokenplane.autoscale.gateway.policies import make_policy, pool_spec
 from tokenplane.autoscale.gateway.signals import PoolSignals
-from tokenplane.autoscale.model import AutoscalePolicy
 from tokenplane.compose.routing import Routing, live_endpoint
 from tokenplane.config.autoscale_schema import AutoscalePoolConfig
 from tokenplane.config.schema import GatewayConfig
@@ -26,22 +26,10 @@ from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
-# a replica's start-up without a configured cold_start: the container and the engine
-# (CUDA context, graph capture) plus the weights read at about 1 GiB/s from local disk
-START_OVERHEAD_S = 20.0
-LOAD_GIB_PER_S = 1.0
-
-MakePolicy = Callable[[str, AutoscalePoolConfig, EngineProfile, float], AutoscalePolicy]
-
 
 def cold_start_s(pool: AutoscalePoolConfig, profile: EngineProfile) -> float:
-    """The pool's cold start: configured, else from the profile's weights (0 for a
-    profile without weights, such as ``instant``)."""
-    if pool.cold_start is not None:
-        return pool.cold_start
-    if profile.weights_gib <= 0:
-        return 0.0
-    return START_OVERHEAD_S + profile.weights_gib / LOAD_GIB_PER_S
+    """The pool's cold start: configured, else the engine profile's."""
+    return pool.cold_start if pool.cold_start is not None else profile.cold_start_s
 
 
 def actuator_kind(config: GatewayConfig, alias: str) -> str:
@@ -70,7 +58,7 @@ def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) ->
 
 def build_autoscaler(
     config: GatewayConfig, home: Path, pools: dict[str, Pool], routing: Routing,
-    counters: ModelCounters, slo: SloService | None, make_policy: MakePolicy,
+    counters: ModelCounters, slo: SloService | None,
     actuators: dict[str, Callable[[list[str]], Actuator]] | None = None,
 ) -> AutoscaleController | None:
     """The controller, or None when ``autoscale.pools`` is empty. ``actuators``: the
@@ -90,7 +78,8 @@ def build_autoscaler(
             made[kind] = EmbeddedActuator({
                 a: EmbeddedPool(a, replica_maker(config, a, counters),
                                 cold_start_s(ac.pools[a], _profile(config, a)), membership,
-                                initial=list(pools[a].endpoints))
+                                initial=list(pools[a].endpoints), clock=time.time,
+                                promote_s=ac.pools[a].promote)
                 for a in aliases})
         elif actuators is not None and kind in actuators:
             made[kind] = actuators[kind](aliases)
@@ -103,9 +92,12 @@ def build_autoscaler(
         names = [s.name for s in config.slos
                  if s.selector.model in (None, alias)]
         signals = PoolSignals(alias, pools[alias], routing.live, routing.hub, slo_status,
-                              names, time.monotonic)
+                              names, routing.hub.clock if routing.hub else time.monotonic)
         profile = _profile(config, alias)
-        policy = make_policy(alias, pc, profile, cold_start_s(pc, profile))
+        spec = pool_spec(pc, cold_start_s(pc, profile), ac.interval)
+        model = config.model(alias)
+        assert model is not None
+        policy = make_policy(pc, spec, profile, sum(b.replicas for b in model.backends))
         controls.append(PoolControl(alias, policy, signals, made[actuator_kind(config, alias)]))
     # embedded replicas are each process's own: every process scales its own; a shared
     # actuator acts from one leader
@@ -113,8 +105,9 @@ def build_autoscaler(
     if set(by_kind) != {"embedded"}:
         leader = open_leadership(home, config.database_url, config.redis_url,
                                  config.admission.key_prefix, ac.interval, name="autoscale")
+    # the policies' clock is the wall clock: the forecaster learns times of day
     return AutoscaleController(controls, DecisionLog(home, ac.decisions_kept), ac.interval,
-                               leader=leader)
+                               leader=leader, clock=time.time)
 
 
 def _profile(config: GatewayConfig, alias: str) -> EngineProfile:

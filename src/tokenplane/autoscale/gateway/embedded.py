@@ -48,7 +48,8 @@ class _Replica:
         return self.endpoint.id
 
     def view(self) -> ReplicaView:
-        return ReplicaView(self.id, self.phase, self.since)
+        target: Literal["serving", "warm"] = "warm" if self.dest == "warm" else "serving"
+        return ReplicaView(self.id, self.phase, self.since, target=target)
 
 
 class EmbeddedPool:

@@ -1,0 +1,181 @@
+"""The embedded actuator under real traffic: a burst against a gateway serving a
+simulated pool (in-process engines, the Llama-3-8B A100 profile) makes the autoscaler
+start a replica, which takes traffic once its cold start is over, and later drain
+and stop it; the official ``openai`` client sees no failed request throughout. A
+warm replica is promoted instead of cold-starting one."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.gateway.harness import GatewayThread
+from tokenplane.autoscale.gateway.controller import AutoscaleController
+from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool
+
+MSGS: list[Any] = [{"role": "user", "content": "Tell me about autoscaling."}]
+
+
+def autoscaled(**pool: Any) -> dict[str, Any]:
+    """One alias on one in-process replica, autoscaled every 0.2 s with a cold start of
+    0.5 s, 2 s of cooldown and a replica capacity of 200 tokens/s (so a burst of 16
+    long answers needs two replicas)."""
+    spec: dict[str, Any] = {
+        "min_replicas": 1, "max_replicas": 2, "max_step": 1, "cold_start": 0.5,
+        "scale_up_window": 0, "scale_down_window": 1, "cooldown": 2, "warm_max": 0,
+        "promote": 0, "replica_tokens_per_s": 200, "price_per_replica_hour": 1.0,
+    }
+    spec.update(pool)
+    return {
+        "models": [{
+            "alias": "chat", "tokenizer": "cl100k_base", "chat_template": "llama3",
+            "context_window": 4096,
+            "backends": [{"id": "sim", "type": "sim", "profile": "llama3-8b-a100",
+                          "replicas": 1}],
+        }],
+        "tenants": [{"name": "default"}],
+        "observe": {"metrics": {"listen": None}, "access_log": {"enabled": False}},
+        "autoscale": {"interval": 0.2, "pools": {"chat": spec}},
+    }
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], GatewayThread]]:
+    running: list[GatewayThread] = []
+
+    def go(cfg: dict[str, Any]) -> GatewayThread:
+        gw = GatewayThread(cfg, tmp_path / f"gw{len(running)}").start()
+        running.append(gw)
+        return gw
+
+    yield go
+    for gw in running:
+        if gw.server is not None:
+            gw.stop()
+
+
+def controller(gw: GatewayThread) -> AutoscaleController:
+    ctl = gw.gateway.autoscale
+    assert ctl is not None
+    return ctl
+
+
+def embedded(gw: GatewayThread) -> EmbeddedPool:
+    act = controller(gw).pools["chat"].actuator
+    assert isinstance(act, EmbeddedActuator)
+    return act.pools["chat"]
+
+
+def wait(gw: GatewayThread, pool: EmbeddedPool, cond: Callable[[EmbeddedPool], bool],
+         timeout: float = 60) -> None:
+    """Block until ``cond`` holds, checked at each change of the pool (on its loop)."""
+    gw.call(pool.wait_for(cond), timeout)
+
+
+class Traffic:
+    """Requests from threads with the official client; every outcome kept."""
+
+    def __init__(self, gw: GatewayThread, key: str) -> None:
+        self.client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0,
+                                    timeout=60)
+        self.errors: list[BaseException] = []
+        self.ok = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.stop = threading.Event()
+
+    def _one(self, max_tokens: int, stream: bool) -> None:
+        try:
+            if stream:
+                chunks = list(self.client.chat.completions.create(
+                    model="chat", messages=MSGS, max_tokens=max_tokens, stream=True,
+                    stream_options={"include_usage": True}))
+                usage = [c.usage for c in chunks if c.usage is not None]
+                assert usage and usage[0].completion_tokens == max_tokens
+            else:
+                r = self.client.chat.completions.create(model="chat", messages=MSGS,
+                                                        max_tokens=max_tokens)
+                assert r.usage is not None and r.usage.completion_tokens == max_tokens
+        except BaseException as exc:  # noqa: BLE001 (every failure is the test's finding)
+            with self._lock:
+                self.errors.append(exc)
+        else:
+            with self._lock:
+                self.ok += 1
+
+    def burst(self, n: int, max_tokens: int) -> None:
+        for i in range(n):
+            t = threading.Thread(target=self._one, args=(max_tokens, i % 2 == 0))
+            t.start()
+            self._threads.append(t)
+
+    def steady(self) -> None:
+        """One short request after another until ``stop``."""
+        def loop() -> None:
+            while not self.stop.is_set():
+                self._one(8, False)
+        t = threading.Thread(target=loop)
+        t.start()
+        self._threads.append(t)
+
+    def join(self) -> None:
+        self.stop.set()
+        for t in self._threads:
+            t.join(120)
+
+
+def test_a_burst_starts_a_replica_and_the_calm_stops_it(
+        start: Callable[[dict[str, Any]], GatewayThread]) -> None:
+    gw = start(autoscaled())
+    pool = embedded(gw)
+    traffic = Traffic(gw, gw.create_key("default"))
+    traffic.steady()  # through the whole test, the drain included
+    traffic.burst(16, 200)
+    # the burst's tokens in flight need two replicas: one starts, serves after 0.5 s
+    wait(gw, pool, lambda p: p.count("serving") == 2)
+    assert pool.started == 1
+    traffic.burst(8, 64)  # a second wave finds two replicas to route to
+    # after the burst and the cooldown, the newer replica drains and stops
+    wait(gw, pool, lambda p: p.stopped == 1 and len(p.replicas) == 1)
+    assert [r.phase for r in pool.replicas.values()] == ["serving"]
+    traffic.join()
+    assert not traffic.errors, traffic.errors[:3]
+    assert traffic.ok >= 24
+    decisions = list(controller(gw).decisions.recent)
+    assert [(d["serving_from"], d["serving_to"], d["direction"]) for d in decisions] == [
+        (1, 2, "up"), (2, 1, "down")]
+    assert decisions[0]["reasons"][0] == "token_demand"
+    assert decisions[0]["inputs"]["output_tokens_in_flight"] > 0
+    gw.stop()
+    rows = gw.ledger_rows()
+    assert rows and all(r["status"] == "ok" for r in rows)
+    backends = {r["backend"] for r in rows}
+    assert backends == {"sim/0", "sim/1"}  # the started replica served requests
+
+
+def test_a_warm_replica_is_promoted_instead_of_a_cold_start(
+        start: Callable[[dict[str, Any]], GatewayThread]) -> None:
+    gw = start(autoscaled(warm_min=1, warm_max=1, max_replicas=3))
+    pool = embedded(gw)
+    # the warm pool is filled first: one replica loads and waits, not routed
+    wait(gw, pool, lambda p: p.count("warm") == 1)
+    warm = next(r.id for r in pool.replicas.values() if r.phase == "warm")
+    assert warm not in gw.gateway.routing.live.by_id  # type: ignore[union-attr]
+    traffic = Traffic(gw, gw.create_key("default"))
+    traffic.burst(16, 200)
+    # the burst promotes it (no cold start: promote is 0 here), and the warm pool is
+    # refilled behind it
+    wait(gw, pool, lambda p: p.replicas[warm].phase == "serving")
+    ups = [d for d in controller(gw).decisions.recent if d["direction"] == "up"]
+    assert "warm_promotion" in ups[0]["reasons"]
+    assert (ups[0]["warm_from"], ups[0]["serving_from"]) == (1, 1)
+    traffic.burst(8, 64)
+    traffic.join()
+    assert not traffic.errors, traffic.errors[:3]
+    gw.stop()
+    assert warm in {r["backend"] for r in gw.ledger_rows()}  # it served once promoted
