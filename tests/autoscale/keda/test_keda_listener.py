@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tokenplane.autoscale.gateway.keda.board import Desired, DesiredBoard
+from tokenplane.autoscale.gateway.keda.board import Desired, DesiredBoard, UnknownPool
 from tokenplane.autoscale.gateway.keda.server import KedaScalerServer
 from tokenplane.config.keda_schema import KedaConfig
 
@@ -36,15 +36,15 @@ async def test_a_taken_port_is_an_os_error() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = KedaScalerServer(DesiredBoard(), f"127.0.0.1:{port}")
+        server = KedaScalerServer(DesiredBoard(), f"127.0.0.1:{port}", 30.0)
         with pytest.raises(OSError, match=f"autoscale.keda.listen 127.0.0.1:{port}"):
             await server.start()
 
 
 async def test_start_twice_refused_and_stop_idempotent() -> None:
     board = DesiredBoard()
-    board.register("a", Desired(1, 0))
-    server = KedaScalerServer(board, "127.0.0.1:0")
+    board.register("a")
+    server = KedaScalerServer(board, "127.0.0.1:0", 30.0)
     await server.start()
     assert server.port > 0
     with pytest.raises(RuntimeError, match="already serving"):
@@ -66,13 +66,19 @@ def test_committed_stubs_are_what_the_proto_generates(tmp_path: Path) -> None:
             f"{name} differs from what scripts/gen-keda-stubs generates: rerun it")
 
 
-def test_board_rejects_negative_and_double_registration() -> None:
+def test_board_rejects_negative_unknown_and_double_registration() -> None:
     board = DesiredBoard()
-    board.register("a", Desired(0, 0))
+    board.register("a")
+    assert board.get("a") is None and board.age("a") is None
     with pytest.raises(ValueError, match="already"):
-        board.register("a", Desired(1, 0))
+        board.register("a")
     with pytest.raises(ValueError, match="negative"):
         board.set("a", Desired(-1, 0))
+    with pytest.raises(UnknownPool):
+        board.set("b", Desired(1, 0))
+    with pytest.raises(UnknownPool):
+        board.get("b")
+    board.set("a", Desired(0, 0))
     before = board.version
     board.set("a", Desired(0, 0))
     assert board.version == before  # no change, no wake-up

@@ -4,6 +4,7 @@ written through the KEDA actuator as the autoscaler writes them."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -14,30 +15,50 @@ from tokenplane.autoscale.gateway.keda.actuator import KedaActuator
 from tokenplane.autoscale.gateway.keda.board import Desired, DesiredBoard
 from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2 as pb
 from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2_grpc as pb_grpc
-from tokenplane.autoscale.gateway.keda.server import KedaScalerServer
+from tokenplane.autoscale.model import ReplicaView
+
+
+class Clock:
+    """The actuator's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @dataclass
 class Scaler:
-    board: DesiredBoard
-    llama: KedaActuator
+    actuator: KedaActuator
+    clock: Clock
+    endpoints: dict[str, list[str]]
     stub: pb_grpc.ExternalScalerStub
-    server: KedaScalerServer
+
+    @property
+    def board(self) -> DesiredBoard:
+        return self.actuator.board
+
+    async def decide(self, serving: int, warm: int = 0, pool: str = "llama3-8b") -> None:
+        await self.actuator.scale_to(pool, serving, warm)
 
 
 @pytest.fixture
 async def scaler() -> AsyncIterator[Scaler]:
-    board = DesiredBoard()
-    llama = KedaActuator(board, "llama3-8b", Desired(serving=0, warm=0))
-    KedaActuator(board, "qwen-7b", Desired(serving=2, warm=0))
-    server = KedaScalerServer(board, "127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+    """The actuator of three pools (no start(): the staleness check is the tests' to
+    run); llama3-8b and qwen-7b decided, mixtral not yet."""
+    clock = Clock()
+    endpoints: dict[str, list[str]] = {"llama3-8b": [], "qwen-7b": ["q0", "q1"], "mixtral": []}
+    actuator = KedaActuator("127.0.0.1:0", endpoints, lambda p: endpoints[p], interval_s=5.0,
+                            clock=clock)
+    await actuator.scale_to("llama3-8b", 0, 0)  # the first decision binds the listener
+    await actuator.scale_to("qwen-7b", 2, 0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{actuator.server.port}")
     try:
-        yield Scaler(board, llama, pb_grpc.ExternalScalerStub(channel), server)
+        yield Scaler(actuator, clock, endpoints, pb_grpc.ExternalScalerStub(channel))
     finally:
         await channel.close()
-        await server.stop(0)
+        await actuator.close()
 
 
 def ref(pool: str | None = "llama3-8b", **extra: str) -> pb.ScaledObjectRef:
@@ -71,13 +92,13 @@ async def test_metric_spec_is_one_replica_per_unit(scaler: Scaler) -> None:
 
 async def test_get_metrics_follows_the_decisions(scaler: Scaler) -> None:
     assert await metric(scaler, ref()) == 0.0
-    await scaler.llama.scale_to(3, 1)
-    assert scaler.llama.current() == Desired(serving=3, warm=1)
+    await scaler.decide(3, 1)
+    assert scaler.board.get("llama3-8b") == Desired(serving=3, warm=1)
     assert await metric(scaler, ref()) == 3.0
     assert await metric(scaler, ref(count="serving")) == 3.0
     assert await metric(scaler, ref(count="warm")) == 1.0
     assert await metric(scaler, ref(count="total")) == 4.0
-    await scaler.llama.scale_to(5, 0)
+    await scaler.decide(5, 0)
     assert await metric(scaler, ref()) == 5.0
     assert await metric(scaler, ref(count="total")) == 5.0
     # Another pool's decisions are its own.
@@ -86,11 +107,11 @@ async def test_get_metrics_follows_the_decisions(scaler: Scaler) -> None:
 
 async def test_is_active_is_desired_above_zero(scaler: Scaler) -> None:
     assert (await scaler.stub.IsActive(ref())).result is False
-    await scaler.llama.scale_to(0, 1)
+    await scaler.decide(0, 1)
     assert (await scaler.stub.IsActive(ref())).result is False
     assert (await scaler.stub.IsActive(ref(count="warm"))).result is True
     assert (await scaler.stub.IsActive(ref(count="total"))).result is True
-    await scaler.llama.scale_to(2, 0)
+    await scaler.decide(2, 0)
     assert (await scaler.stub.IsActive(ref())).result is True
     assert (await scaler.stub.IsActive(ref(count="warm"))).result is False
 
@@ -98,17 +119,17 @@ async def test_is_active_is_desired_above_zero(scaler: Scaler) -> None:
 async def test_stream_is_active_pushes_each_flip_only(scaler: Scaler) -> None:
     stream = scaler.stub.StreamIsActive(ref())
     assert (await stream.read()).result is False  # the state at once
-    await scaler.llama.scale_to(2, 0)
+    await scaler.decide(2, 0)
     assert (await stream.read()).result is True
     # 2 -> 3 -> 0: still active at 3, so the next message is the flip to inactive,
     # not a repeat of "active".
-    await scaler.llama.scale_to(3, 0)
-    await scaler.llama.scale_to(0, 0)
+    await scaler.decide(3, 0)
+    await scaler.decide(0, 0)
     assert (await stream.read()).result is False
     # A change of another pool or of the warm count wakes the stream but sends nothing.
-    await KedaActuator(scaler.board, "mixtral", Desired(1, 0)).scale_to(4, 0)
-    await scaler.llama.scale_to(0, 2)
-    await scaler.llama.scale_to(1, 2)
+    await scaler.decide(4, 0, pool="mixtral")
+    await scaler.decide(0, 2)
+    await scaler.decide(1, 2)
     assert (await stream.read()).result is True
     stream.cancel()
 
@@ -116,7 +137,7 @@ async def test_stream_is_active_pushes_each_flip_only(scaler: Scaler) -> None:
 async def test_stream_ends_when_the_scaler_stops(scaler: Scaler) -> None:
     stream = scaler.stub.StreamIsActive(ref())
     assert (await stream.read()).result is False
-    await scaler.server.stop(0)
+    await scaler.actuator.server.stop(0)
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stream.read()
     assert err.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
@@ -129,7 +150,7 @@ async def test_unknown_pool_is_not_found(scaler: Scaler, method: str) -> None:
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     details = err.value.details() or ""
     assert "tokenplane/engine-llama3-8b" in details
-    assert "'no-such-alias'" in details and "llama3-8b, qwen-7b" in details
+    assert "'no-such-alias'" in details and "llama3-8b, mixtral, qwen-7b" in details
     # The scaler still answers.
     assert (await scaler.stub.IsActive(ref("qwen-7b"))).result is True
 
@@ -167,3 +188,88 @@ async def call(s: Scaler, method: str, obj: pb.ScaledObjectRef) -> object:
     if method == "GetMetrics":
         return await s.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=obj))
     return await s.stub.StreamIsActive(obj).read()
+
+
+@pytest.mark.parametrize("method", ["IsActive", "GetMetricSpec", "GetMetrics", "StreamIsActive"])
+async def test_no_decision_yet_is_unavailable(scaler: Scaler, method: str) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await call(scaler, method, ref("mixtral"))
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "'mixtral' has no decision yet" in (err.value.details() or "")
+
+
+async def test_a_stale_decision_is_unavailable_and_frees_the_port(scaler: Scaler) -> None:
+    """Decisions stop (this process lost the lead): past stale_after_s KEDA is told
+    there is none, and the listener is released for the leader to bind."""
+    port = scaler.actuator.server.port
+    assert scaler.actuator.stale_after_s == 30.0  # 3 rounds of 5 s, at least 30 s
+    scaler.clock.now += 29
+    await scaler.actuator.release_if_stale()
+    assert scaler.actuator.server.serving
+    assert (await scaler.stub.IsActive(ref("qwen-7b"))).result is True
+    scaler.clock.now += 2
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await scaler.stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref("qwen-7b")))
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "last decided 31 s ago (over 30 s)" in (err.value.details() or "")
+    await scaler.actuator.release_if_stale()
+    assert not scaler.actuator.server.serving
+    # The port is free: the process that leads now binds it.
+    leader = KedaActuator(f"127.0.0.1:{port}", ["qwen-7b"], lambda p: [], interval_s=5.0)
+    await leader.scale_to("qwen-7b", 3, 0)
+    assert leader.server.serving
+    assert await metric(scaler, ref("qwen-7b")) == 3.0
+    await leader.close()
+
+
+async def test_a_taken_port_is_retried_each_round(scaler: Scaler) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        other = KedaActuator(f"127.0.0.1:{port}", ["chat"], lambda p: [], interval_s=1.0)
+        await other.scale_to("chat", 1, 0)  # logged, not raised: the round goes on
+        assert not other.server.serving
+        assert other.board.get("chat") == Desired(1, 0)
+    await other.scale_to("chat", 2, 0)
+    assert other.server.serving and other.server.port == port
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        got = await pb_grpc.ExternalScalerStub(channel).IsActive(ref("chat"))
+        assert got.result is True
+    await other.close()
+
+
+async def test_replicas_read_against_the_decision(scaler: Scaler) -> None:
+    """The gateway's endpoints of the pool, seen against the last decision: serving
+    up to the desired count, then warm, then draining; missing ones starting."""
+    act, eps = scaler.actuator, scaler.endpoints
+
+    def phases(views: tuple[ReplicaView, ...]) -> list[tuple[str, str]]:
+        return [(v.id, v.phase) for v in views]
+
+    eps["llama3-8b"] += ["a", "b", "c"]
+    await scaler.decide(2, 1)
+    assert phases(await act.replicas("llama3-8b")) == [
+        ("a", "serving"), ("b", "serving"), ("c", "warm")]
+    await scaler.decide(4, 1)
+    scaler.clock.now += 10
+    views = await act.replicas("llama3-8b")
+    assert phases(views) == [("a", "serving"), ("b", "serving"), ("c", "serving"),
+                             ("llama3-8b/requested-0", "starting"),
+                             ("llama3-8b/requested-1", "starting")]
+    assert views[3].since == scaler.clock.now - 10  # starting since the decision
+    assert views[0].since == scaler.clock.now - 10  # first seen then
+    await scaler.decide(1, 0)
+    assert phases(await act.replicas("llama3-8b")) == [
+        ("a", "serving"), ("b", "draining"), ("c", "draining")]
+    # Before any decision every endpoint serves.
+    eps["mixtral"] += ["m0"]
+    assert phases(await act.replicas("mixtral")) == [("m0", "serving")]
+
+
+async def test_start_and_close_run_the_staleness_check(scaler: Scaler) -> None:
+    await scaler.actuator.start()
+    await scaler.actuator.close()
+    assert not scaler.actuator.server.serving
+    with pytest.raises(ValueError, match="negative"):
+        await scaler.decide(-1)

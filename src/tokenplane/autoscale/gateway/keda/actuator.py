@@ -84,9 +84,14 @@ class KedaActuator:
         return tuple(views)
 
     async def scale_to(self, pool: str, serving: int, warm: int) -> None:
-        self.board.set(pool, Desired(serving=serving, warm=warm))
-        if self.server.serving:
-            return
+        desired = Desired(serving=serving, warm=warm)
+        if desired.serving < 0 or desired.warm < 0:
+            raise ValueError(f"negative replica count for pool {pool!r}: {desired}")
+        if not self.server.serving:
+            await self._listen()
+        self.board.set(pool, desired)  # once listening: a waiter on it can ask KEDA's way
+
+    async def _listen(self) -> None:
         try:
             await self.server.start()
         except OSError as exc:
