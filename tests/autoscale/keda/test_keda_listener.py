@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from tokenplane.autoscale.gateway.keda.board import Desired, DesiredBoard, UnknownPool
 from tokenplane.autoscale.gateway.keda.server import KedaScalerServer
+from tokenplane.compose.config_file import ConfigError, validate_config
 from tokenplane.config.keda_schema import KedaConfig
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -82,3 +83,29 @@ def test_board_rejects_negative_unknown_and_double_registration() -> None:
     before = board.version
     board.set("a", Desired(0, 0))
     assert board.version == before  # no change, no wake-up
+
+
+def _config(pool: dict[str, object], keda: dict[str, object]) -> dict[str, object]:
+    return {
+        "models": [{"alias": "chat", "backends": [
+            {"type": "vllm", "base_url": "http://127.0.0.1:8001"}]}],
+        "autoscale": {"pools": {"chat": pool}, "keda": keda},
+    }
+
+
+def test_config_check_pairs_keda_pools_with_the_listener() -> None:
+    cfg = validate_config(_config({"actuator": "keda"}, {"listen": "127.0.0.1:9465"}))
+    assert cfg.autoscale.keda.listen == "127.0.0.1:9465"
+    with pytest.raises(ConfigError) as err:
+        validate_config(_config({"actuator": "keda"}, {}))
+    assert err.value.errors == ["autoscale.pools.chat.actuator: keda needs "
+                                "autoscale.keda.listen (where KEDA's operator reads the "
+                                "decisions)"]
+    with pytest.raises(ConfigError) as err:
+        validate_config(_config({"actuator": "kubernetes"}, {"listen": "127.0.0.1:9465"}))
+    assert err.value.errors == ["autoscale.keda.listen: set, but no pool has actuator: "
+                                "keda (nothing to serve KEDA)"]
+    with pytest.raises(ConfigError) as err:
+        validate_config(_config({"actuator": "keda"}, {"listen": "9465"}))
+    assert any(e.startswith("autoscale.keda.listen: ") and "host:port" in e
+               for e in err.value.errors)
