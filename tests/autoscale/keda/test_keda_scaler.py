@@ -253,6 +253,7 @@ async def test_replicas_read_against_the_decision(scaler: Scaler) -> None:
         ("a", "serving"), ("b", "serving"), ("c", "warm")]
     await scaler.decide(4, 1)
     scaler.clock.now += 10
+    await scaler.decide(4, 1)  # the same decision next round: still starting since then
     views = await act.replicas("llama3-8b")
     assert phases(views) == [("a", "serving"), ("b", "serving"), ("c", "serving"),
                              ("llama3-8b/requested-0", "starting"),

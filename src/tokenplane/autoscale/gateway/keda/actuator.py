@@ -77,8 +77,8 @@ class KedaActuator:
             phase: ReplicaPhase = ("serving" if n < serving else
                                    "warm" if n < serving + warm else "draining")
             views.append(ReplicaView(rid, phase, self._since.setdefault((pool, rid), now)))
-        decided = self.board.age(pool)
-        since = now - decided if decided is not None else now
+        changed = self.board.changed_at(pool)
+        since = changed if changed is not None else now
         views += [ReplicaView(f"{pool}/requested-{n}", "starting", since)
                   for n in range(max(0, serving + warm - len(ids)))]
         return tuple(views)

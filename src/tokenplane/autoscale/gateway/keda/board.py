@@ -48,6 +48,7 @@ class DesiredBoard:
         self._known: set[str] = set()
         self._desired: dict[str, Desired] = {}
         self._decided_at: dict[str, float] = {}
+        self._changed_at: dict[str, float] = {}
         self._version = 0
         self._changed: asyncio.Event | None = None
 
@@ -74,15 +75,22 @@ class DesiredBoard:
         at = self._decided_at.get(pool)
         return None if at is None else self._clock() - at
 
+    def changed_at(self, pool: str) -> float | None:
+        """When the pool's desired counts last changed (the clock's time; None before
+        the first decision)."""
+        return self._changed_at.get(pool)
+
     def set(self, pool: str, desired: Desired) -> None:
         if pool not in self._known:
             raise UnknownPool(pool)
         if desired.serving < 0 or desired.warm < 0:
             raise ValueError(f"negative replica count for pool {pool!r}: {desired}")
-        self._decided_at[pool] = self._clock()
+        now = self._clock()
+        self._decided_at[pool] = now
         if self._desired.get(pool) == desired:
             return
         self._desired[pool] = desired
+        self._changed_at[pool] = now
         self._version += 1
         if self._changed is not None:
             self._changed.set()
