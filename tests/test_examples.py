@@ -831,6 +831,30 @@ def _serve_slos(gateways: Gateways, tmp_path: Path, hooks: HttpStub) -> None:
     assert not hooks.seen  # nothing fired, so nothing was sent
 
 
+def test_serves_autoscale(gateways: Gateways) -> None:
+    """The pool is autoscaled with the example's limits by the embedded actuator; the
+    first round decided (nothing to do at rest: one replica, the minimum) and
+    GET /admin/v1/autoscale shows it; requests are served meanwhile."""
+    gw = gateways.start(example("autoscale.yaml"))
+    ctl = gw.gateway.autoscale
+    assert ctl is not None and ctl.interval_s == 2.0
+    pc = ctl.pools["chat"]
+    spec = pc.policy.spec  # type: ignore[attr-defined]
+    assert (spec.min_replicas, spec.max_replicas, spec.cooldown_s, spec.cold_start_s,
+            spec.budget_per_hour, spec.warm_max) == (1, 4, 60.0, 5.0, 12.5, 1)
+    assert pc.actuator.kind == "embedded"
+    key, admin = gw.create_key("default"), gw.create_key("default", admin=True)
+    with client(gw, key) as c:
+        chat(c, "chat")
+        stream(c, "chat")
+    resp = httpx.get(gw.base_url.removesuffix("/v1") + "/admin/v1/autoscale",
+                     headers={"authorization": f"Bearer {admin}"}, timeout=10)
+    assert resp.status_code == 200
+    [pool] = resp.json()["pools"]
+    assert (pool["pool"], pool["policy"], pool["replicas"]["serving"]) == (
+        "chat", "tokenplane", 1)
+
+
 def test_serves_autoscale_keda(gateways: Gateways, llama_sim: list[int]) -> None:
     """The pool's decision reaches a gRPC client speaking KEDA's externalscaler.proto
     while the gateway serves the openai client."""

@@ -36,12 +36,12 @@ from tokenplane.autoscale.gateway.build import build_autoscaler
 from tokenplane.autoscale.gateway.collector import AutoscaleCollector
 from tokenplane.autoscale.gateway.controller import AutoscaleController
 from tokenplane.autoscale.gateway.keda.build import keda_actuators
+from tokenplane.compose.endpoints import backend_endpoints
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
-from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
-from tokenplane.engine.profiles import get_profile
+from tokenplane.config.schema import GatewayConfig, listen_address
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.meta.keystore import KeyStore
@@ -68,9 +68,7 @@ from tokenplane.slo.protection import BudgetProtection, protect_spec
 from tokenplane.slo.spec import Slo, slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
-from tokenplane.upstream.http_transport import HttpTransport
-from tokenplane.upstream.inprocess import InProcessTransport
-from tokenplane.upstream.pool import Endpoint, Pool
+from tokenplane.upstream.pool import Pool
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 # the metrics listener (None when observe.metrics.listen is null); its port once started
@@ -153,28 +151,6 @@ class Gateway:
         self.keys.close()
 
 
-def _endpoints(
-    model: ModelConfig, backend: BackendConfig, index: int, counters: ModelCounters,
-    services: list[EngineService],
-) -> list[Endpoint]:
-    bid = backend.id or f"{model.alias}-{index}"
-    upstream_model = backend.model or model.alias
-    if backend.type == "sim" and backend.base_url is None:
-        out = []
-        for r in range(backend.replicas):
-            svc = EngineService(
-                get_profile(backend.profile), counters.tokenizer(model.alias),
-                counters.prompt_ids(model.alias), upstream_model,
-                max_model_len=model.context_window, seed=r,
-            )
-            services.append(svc)
-            out.append(Endpoint(f"{bid}/{r}", backend, InProcessTransport(svc), upstream_model))
-        return out
-    assert backend.base_url is not None
-    return [Endpoint(bid, backend, HttpTransport(backend.base_url, backend.api_key_env),
-                     upstream_model)]
-
-
 def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gateway:
     home = Path(config.data_dir or ".tokenplane")
     home.mkdir(parents=True, exist_ok=True)
@@ -185,7 +161,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     for m in config.models:
         pool = Pool(m)
         for i, b in enumerate(m.backends):
-            pool.endpoints.extend(_endpoints(m, b, i, counters, services))
+            pool.endpoints.extend(backend_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
                   flush_interval_s=0.25, ack=config.metering.ack,
@@ -216,7 +192,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log)
     gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
-                                    actuators=keda_actuators(config, pools))
+                                    lambda: meter.sink, actuators=keda_actuators(config, pools))
     if gw.autoscale is not None:
         metrics.registry.register(AutoscaleCollector(gw.autoscale))
     track_learning(gw)

@@ -12,21 +12,30 @@ when no pool is configured. ``pool`` names no configured pool: 404.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from tokenplane.api.admin_usage import JSON, authenticate
-from tokenplane.autoscale.gateway.controller import AutoscaleController
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
 
 PATH = "/admin/v1/autoscale"
 
 
+class AutoscaleView(Protocol):
+    """What the route reads of the controller (``autoscale.gateway.controller``)."""
+
+    @property
+    def pools(self) -> Mapping[str, object]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
 class AdminAutoscaleRoutes:
-    def __init__(self, keys: KeyStore, controller: AutoscaleController | None) -> None:
+    def __init__(self, keys: KeyStore, controller: AutoscaleView | None) -> None:
         self.keys = keys
         self.controller = controller
 
@@ -39,7 +48,7 @@ class AdminAutoscaleRoutes:
             raise GatewayError(403, "This operation needs an API key with the admin scope.",
                                code="admin_required")
         raw = request.query.get("limit", "50")
-        if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 10_000):
             raise invalid("limit must be an integer from 1 to 10000", param="limit")
         limit = int(raw)
         pool = request.query.get("pool") or None

@@ -162,6 +162,11 @@ def _admin_paths() -> dict[str, Any]:
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",
             params=_params("query", tenant={"type": "string"}))},
+        f"{PREFIX}/autoscale": {"get": _op(
+            "autoscaled pools (an admin key): replicas by phase, the last decision with "
+            "its reasons and inputs, the measured demand, the recent decisions",
+            params=_params("query", pool={"type": "string"},
+                           limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
     }
 
 

@@ -112,13 +112,16 @@ class AutoscalePoolConfig(_Strict):
 
 
 class AutoscaleConfig(_Strict):
-    """``interval``: how often the controller decides (every pool). ``decisions_kept``:
+    """``interval``: how often the controller decides (every pool). ``history``: how far
+    back the ledger is read at start to teach the forecaster its times of day (0: not
+    at all). ``decisions_kept``:
     decisions kept in memory for ``GET /admin/v1/autoscale``; every decision is also
     appended to ``<data_dir>/autoscale/decisions.jsonl``. ``pools``: by model alias.
     ``keda``: the KEDA external scaler that pools with ``actuator: keda`` publish their
     decisions on (docs/KEDA.md)."""
 
     interval: float = 10.0
+    history: float = 7 * 86400.0
     decisions_kept: int = Field(500, ge=1, le=100_000)
     pools: dict[str, AutoscalePoolConfig] = Field(default_factory=dict)
     keda: KedaConfig = Field(default_factory=lambda: KedaConfig())
@@ -127,6 +130,11 @@ class AutoscaleConfig(_Strict):
     @classmethod
     def _interval(cls, v: object) -> float:
         return _duration(v)
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _history(cls, v: object) -> float:
+        return _duration_or_zero(v)
 
     @property
     def enabled(self) -> bool:

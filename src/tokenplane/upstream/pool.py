@@ -22,6 +22,11 @@ class Endpoint:
     decode_tokens_in_flight: int = 0
     served: int = 0
     failures: int = 0
+    # requests bound here by routing (from the route or scheduler stage to the
+    # request's finish): a draining replica is removed once none is left
+    bound: int = 0
+    draining: bool = False  # leaving its pool: no new requests (routing/gateway/membership)
+    base_url: str | None = None  # HTTP replicas: where they answer (scrape and probe)
 
 
 @dataclass(slots=True)
@@ -43,7 +48,7 @@ class Pool:
 
 
 def pick_least_loaded(pool: Pool, exclude: tuple[str, ...]) -> Endpoint:
-    cands = [e for e in pool.endpoints if e.id not in exclude]
+    cands = [e for e in pool.endpoints if e.id not in exclude and not e.draining]
     if not cands:
         raise GatewayError(503, f"No upstream is available for '{pool.model.alias}'.",
                            code="no_upstream_available")

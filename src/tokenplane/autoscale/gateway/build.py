@@ -12,18 +12,20 @@ from tokenplane.autoscale.gateway.actuator import Actuator
 from tokenplane.autoscale.gateway.controller import AutoscaleController, PoolControl
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.embedded import EmbeddedActuator, EmbeddedPool, MakeReplica
-from tokenplane.autoscale.gateway.membership import RoutingMembership
+from tokenplane.autoscale.gateway.history import learn_history
 from tokenplane.autoscale.gateway.policies import make_policy, pool_spec
 from tokenplane.autoscale.gateway.signals import PoolSignals
-from tokenplane.compose.routing import Routing, live_endpoint
+from tokenplane.compose.endpoints import backend_id, sim_replica
+from tokenplane.compose.routing import Routing
 from tokenplane.config.autoscale_schema import AutoscalePoolConfig
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.engine.profiles import EngineProfile, get_profile
 from tokenplane.engine.serving.service import EngineService
+from tokenplane.metering.request_history import demand_by_minute
+from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.slo.gateway.leader import Leadership, open_leadership
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.tokens.model_counters import ModelCounters
-from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint, Pool
 
 
@@ -39,18 +41,14 @@ def actuator_kind(config: GatewayConfig, alias: str) -> str:
 
 def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) -> MakeReplica:
     """New in-process replicas of ``alias``'s simulated backend, as ``serve`` builds its
-    first ones (``app._endpoints``)."""
+    first ones (``compose.endpoints``), numbered on from them."""
     model = config.model(alias)
     assert model is not None
     backend = model.backends[0]
-    bid = backend.id or f"{alias}-0"
-    upstream_model = backend.model or alias
-    profile = get_profile(backend.profile)
+    bid = backend_id(model, backend, 0)
 
     def make(index: int) -> tuple[EngineService, Endpoint]:
-        svc = EngineService(profile, counters.tokenizer(alias), counters.prompt_ids(alias),
-                            upstream_model, max_model_len=model.context_window, seed=index)
-        ep = Endpoint(f"{bid}/{index}", backend, InProcessTransport(svc), upstream_model)
+        ep, svc = sim_replica(model, backend, f"{bid}/{index}", counters, seed=index)
         return svc, ep
 
     return make
@@ -59,6 +57,7 @@ def replica_maker(config: GatewayConfig, alias: str, counters: ModelCounters) ->
 def build_autoscaler(
     config: GatewayConfig, home: Path, pools: dict[str, Pool], routing: Routing,
     counters: ModelCounters, slo: SloService | None,
+    sink: Callable[[], LedgerSink] | None = None,
     actuators: dict[str, Callable[[list[str]], Actuator]] | None = None,
 ) -> AutoscaleController | None:
     """The controller, or None when ``autoscale.pools`` is empty. ``actuators``: the
@@ -73,8 +72,7 @@ def build_autoscaler(
     made: dict[str, Actuator] = {}
     for kind, aliases in by_kind.items():
         if kind == "embedded":
-            membership = RoutingMembership(
-                routing, pools, lambda a, ep: live_endpoint(config, a, ep))
+            membership = routing.membership
             made[kind] = EmbeddedActuator({
                 a: EmbeddedPool(a, replica_maker(config, a, counters),
                                 cold_start_s(ac.pools[a], _profile(config, a)), membership,
@@ -105,9 +103,18 @@ def build_autoscaler(
     if set(by_kind) != {"embedded"}:
         leader = open_leadership(home, config.database_url, config.redis_url,
                                  config.admission.key_prefix, ac.interval, name="autoscale")
+    history = None
+    if sink is not None and ac.history > 0:
+        read_sink = sink
+        policies = {c.alias: c.policy for c in controls}
+
+        async def history(now: float) -> object:
+            return await learn_history(
+                policies, lambda a, b: demand_by_minute(read_sink(), a, b), now, ac.history)
+
     # the policies' clock is the wall clock: the forecaster learns times of day
     return AutoscaleController(controls, DecisionLog(home, ac.decisions_kept), ac.interval,
-                               leader=leader, clock=time.time)
+                               leader=leader, clock=time.time, history=history)
 
 
 def _profile(config: GatewayConfig, alias: str) -> EngineProfile:

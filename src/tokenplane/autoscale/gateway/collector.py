@@ -44,11 +44,12 @@ class AutoscaleCollector:
             "tokenplane_autoscale_decisions", "Decisions that changed the pool, by "
             "direction and deciding reason.", labels=["pool", "direction", "reason"])
         for pc in self.controller.pools.values():
-            snap, d = pc.snapshot, pc.decision
-            if snap is not None:
-                actual.add_metric([pc.alias], snap.count("serving"))
-                starting.add_metric([pc.alias], snap.count("starting"))
-                warm.add_metric([pc.alias], snap.count("warm"))
+            d = pc.decision
+            phases = pc.phases()
+            if phases:
+                actual.add_metric([pc.alias], phases["serving"])
+                starting.add_metric([pc.alias], phases["starting"])
+                warm.add_metric([pc.alias], phases["warm"])
             if d is not None and self.controller.leading:
                 desired.add_metric([pc.alias], d.serving_to)
                 desired_warm.add_metric([pc.alias], d.warm_to)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from tokenplane.autoscale.gateway.actuator import Actuator
 from tokenplane.autoscale.gateway.decision_log import DecisionLog
 from tokenplane.autoscale.gateway.signals import PoolSignals
 from tokenplane.autoscale.gateway.status_file import write_status
-from tokenplane.autoscale.model import AutoscalePolicy, PoolSnapshot, ScaleDecision
+from tokenplane.autoscale.model import AutoscalePolicy, PoolSnapshot, ReplicaView, ScaleDecision
 from tokenplane.periodic import Periodic
 from tokenplane.slo.gateway.leader import Leadership
 
@@ -37,12 +37,21 @@ class PoolControl:
     actuator: Actuator
     snapshot: PoolSnapshot | None = None
     decision: ScaleDecision | None = None
+    current: tuple[ReplicaView, ...] | None = None  # the replicas after the last action
     decisions: dict[str, int] = field(default_factory=dict)  # "direction/reason" -> count
+
+    def phases(self) -> dict[str, int]:
+        """Replicas by phase, as the actuator reported them after the last round."""
+        if self.current is None:
+            return {}
+        out = {p: 0 for p in ("starting", "warm", "serving", "draining")}
+        for r in self.current:
+            out[r.phase] += 1
+        return out
 
     def status(self) -> dict[str, Any]:
         snap, d = self.snapshot, self.decision
-        phases = {p: snap.count(p) for p in ("starting", "warm", "serving", "draining")} \
-            if snap is not None else {}
+        phases = self.phases()
         return {
             "pool": self.alias, "policy": self.policy.name, "actuator": self.actuator.kind,
             "replicas": phases,
@@ -67,6 +76,7 @@ class AutoscaleController:
         self, pools: list[PoolControl], decisions: DecisionLog, interval_s: float, *,
         leader: Leadership | None = None, clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        history: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
         self.pools = {p.alias: p for p in pools}
         self.decisions = decisions
@@ -75,6 +85,7 @@ class AutoscaleController:
         self.clock = clock
         self.wall = wall
         self.leading = leader is None
+        self.history = history  # run once before the first round (the forecaster's past)
         self.rounds = 0
         self.decided_at: float | None = None  # wall time of the last round that decided
         self._periodic = Periodic("autoscale", interval_s, self.step, log=log,
@@ -95,6 +106,13 @@ class AutoscaleController:
 
     async def step(self) -> None:
         """One round over every pool."""
+        learn, self.history = self.history, None
+        if learn is not None:
+            try:
+                await learn(self.clock())
+            except Exception:
+                log.exception("autoscale: reading the ledger's history failed; the "
+                              "forecaster starts without it")
         if self.leader is not None:
             try:
                 leading = await self.leader.acquire()
@@ -108,7 +126,7 @@ class AutoscaleController:
         for pc in self.pools.values():
             views = await pc.actuator.replicas(pc.alias)
             snap = pc.signals.snapshot(views, now)
-            pc.snapshot = snap
+            pc.snapshot, pc.current = snap, views
             if not self.leading:
                 continue
             d = pc.policy.decide(snap, now)
@@ -122,6 +140,7 @@ class AutoscaleController:
                          d.serving_from, d.serving_to, d.warm_from, d.warm_to,
                          ", ".join(d.reasons))
             await pc.actuator.scale_to(pc.alias, d.serving_to, d.warm_to)
+            pc.current = await pc.actuator.replicas(pc.alias)
         self.rounds += 1
         if self.leading:
             self.decided_at = self.wall()

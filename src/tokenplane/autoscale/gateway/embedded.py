@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from tokenplane.autoscale.gateway.membership import Membership
 from tokenplane.autoscale.model import ReplicaPhase, ReplicaView
 from tokenplane.engine.serving.service import EngineService
+from tokenplane.routing.gateway.membership import Membership
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint
 
@@ -128,6 +128,11 @@ class EmbeddedPool:
         self._notify()
         return r
 
+    def _admit(self, r: _Replica) -> None:
+        r.endpoint.draining = False  # a replica drained to the warm pool serves again
+        self.membership.add(self.alias, r.endpoint)  # in-process: routed at once
+        self._enter(r, "serving")
+
     def _promote(self, r: _Replica) -> None:
         """A warm replica takes traffic after ``promote_s`` (one still starting does
         once loaded)."""
@@ -141,8 +146,7 @@ class EmbeddedPool:
             await asyncio.sleep(self.promote_s)
         r.task = None
         if r.dest == "serving" and r.phase == "warm":
-            self.membership.admit(self.alias, r.endpoint)
-            self._enter(r, "serving")
+            self._admit(r)
             log.info("autoscale %s: promoted warm replica %s", self.alias, r.id)
 
     def _retire(self, r: _Replica, dest: Destination) -> None:
@@ -171,14 +175,13 @@ class EmbeddedPool:
         await r.service.start()
         r.task = None
         if r.dest == "serving":
-            self.membership.admit(self.alias, r.endpoint)
-            self._enter(r, "serving")
+            self._admit(r)
         else:
             self._enter(r, "warm")
         log.info("autoscale %s: replica %s is %s", self.alias, r.id, r.phase)
 
     async def _drain(self, r: _Replica) -> None:
-        await self.membership.drain(self.alias, r.id)
+        await self.membership.drain(r.id)  # out of routing once nothing is on it
         r.task = None
         if r.dest == "warm":
             self._enter(r, "warm")
@@ -200,7 +203,6 @@ class EmbeddedPool:
         self.replicas.pop(r.id, None)
         self.stopped += 1
         await r.service.close()
-        await r.endpoint.transport.close()
         log.info("autoscale %s: stopped replica %s", self.alias, r.id)
         self._notify()
 

@@ -43,7 +43,7 @@ class EndpointCollector:
                                     "KV-cache use the engine reports (0..1).", labels=labels),
         }
         now = self.clock()
-        for le in self.live.by_id.values():
+        for le in list(self.live.by_id.values()):
             lv = [le.alias, le.id]
             fams["healthy"].add_metric(lv, 1.0 if le.healthy else 0.0)
             fams["breaker"].add_metric(lv, _STATE_VALUE.get(le.breaker.state(now), 0.0))
