@@ -43,14 +43,19 @@ class Scaler:
         await self.actuator.scale_to(pool, serving, warm)
 
 
+def found(ids: list[str]) -> list[tuple[str, bool]]:
+    """The gateway's endpoints: an id ending in "~" is draining."""
+    return [(i.rstrip("~"), i.endswith("~")) for i in ids]
+
+
 @pytest.fixture
 async def scaler() -> AsyncIterator[Scaler]:
     """The actuator of three pools (no start(): the staleness check is the tests' to
     run); llama3-8b and qwen-7b decided, mixtral not yet."""
     clock = Clock()
     endpoints: dict[str, list[str]] = {"llama3-8b": [], "qwen-7b": ["q0", "q1"], "mixtral": []}
-    actuator = KedaActuator("127.0.0.1:0", endpoints, lambda p: endpoints[p], interval_s=5.0,
-                            clock=clock)
+    actuator = KedaActuator("127.0.0.1:0", endpoints, lambda p: found(endpoints[p]),
+                            interval_s=5.0, clock=clock)
     await actuator.scale_to("llama3-8b", 0, 0)  # the first decision binds the listener
     await actuator.scale_to("qwen-7b", 2, 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{actuator.server.port}")
@@ -263,6 +268,11 @@ async def test_replicas_read_against_the_decision(scaler: Scaler) -> None:
     await scaler.decide(1, 0)
     assert phases(await act.replicas("llama3-8b")) == [
         ("a", "serving"), ("b", "draining"), ("c", "draining")]
+    # One the gateway drains is draining whatever the decision; the others fill it.
+    eps["llama3-8b"][0] = "a~"
+    await scaler.decide(2, 0)
+    assert phases(await act.replicas("llama3-8b")) == [
+        ("b", "serving"), ("c", "serving"), ("a", "draining")]
     # Before any decision every endpoint serves.
     eps["mixtral"] += ["m0"]
     assert phases(await act.replicas("mixtral")) == [("m0", "serving")]

@@ -6,8 +6,9 @@ Kubernetes starts and stops the replicas, so this actuator learns of them from t
 gateway's own view of the pool (its endpoints: static, or found by endpoint
 discovery). Against the last decision it reports them as the controller expects:
 endpoints up to the desired serving count serve, the next ones up to the warm count
-are warm, the rest drain (KEDA is removing them); desired replicas not up yet are
-``starting`` (their cold start), so the policy does not add them a second time.
+are warm, the rest drain (KEDA is removing them), and so do the ones the gateway
+already drains; desired replicas not up yet are ``starting`` (their cold start) since
+the count last changed, so the policy does not add them a second time.
 
 Only the process leading the autoscaling calls :meth:`scale_to`, and the listener is
 bound by the first call: on a host with several gateway workers the leader serves
@@ -29,8 +30,8 @@ from tokenplane.periodic import Periodic
 
 log = logging.getLogger("tokenplane.autoscale")
 
-# (pool) -> the ids of the pool's replicas the gateway routes to now, oldest first
-Endpoints = Callable[[str], Sequence[str]]
+# (pool) -> the pool's replicas in the gateway now, oldest first: (id, draining)
+Endpoints = Callable[[str], Sequence[tuple[str, bool]]]
 
 
 def stale_after(interval_s: float) -> float:
@@ -65,8 +66,10 @@ class KedaActuator:
 
     async def replicas(self, pool: str) -> tuple[ReplicaView, ...]:
         now = self._clock()
-        ids = list(self._endpoints(pool))
-        seen = {(pool, i) for i in ids}
+        found = list(self._endpoints(pool))
+        ids = [i for i, draining in found if not draining]
+        leaving = [i for i, draining in found if draining]
+        seen = {(pool, i) for i, _ in found}
         for key in [k for k in self._since if k[0] == pool and k not in seen]:
             del self._since[key]
         desired = self.board.get(pool)
@@ -77,6 +80,8 @@ class KedaActuator:
             phase: ReplicaPhase = ("serving" if n < serving else
                                    "warm" if n < serving + warm else "draining")
             views.append(ReplicaView(rid, phase, self._since.setdefault((pool, rid), now)))
+        views += [ReplicaView(rid, "draining", self._since.setdefault((pool, rid), now))
+                  for rid in leaving]  # the gateway already drains them (they are going)
         changed = self.board.changed_at(pool)
         since = changed if changed is not None else now
         views += [ReplicaView(f"{pool}/requested-{n}", "starting", since)

@@ -21,8 +21,8 @@ def keda_actuators(
     if listen is None:
         return {}
 
-    def endpoints(alias: str) -> list[str]:
-        return [e.id for e in pools[alias].endpoints]
+    def endpoints(alias: str) -> list[tuple[str, bool]]:
+        return [(e.id, e.draining) for e in pools[alias].endpoints]
 
     def make(aliases: list[str]) -> Actuator:
         return KedaActuator(listen, aliases, endpoints, interval_s=config.autoscale.interval)
