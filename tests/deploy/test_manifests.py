@@ -141,8 +141,14 @@ def test_engine_service_is_headless_and_selects_the_engine_pods() -> None:
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     (backend,) = gateway_config()["models"][0]["backends"]
-    assert backend["base_url"].startswith(f"http://{service['metadata']['name']}.")
-    assert backend["base_url"].endswith(f":{service['spec']['ports'][0]['port']}")
+    if "discovery" in backend:  # each pod found through the Service's EndpointSlices
+        found = backend["discovery"]
+        assert (found["kind"], found["service"], found["namespace"]) == (
+            "kubernetes", service["metadata"]["name"], one("Namespace")["metadata"]["name"])
+        assert found.get("port_name") in (None, service["spec"]["ports"][0]["name"])
+    else:  # the Service's name
+        assert backend["base_url"].startswith(f"http://{service['metadata']['name']}.")
+        assert backend["base_url"].endswith(f":{service['spec']['ports'][0]['port']}")
 
 
 def test_rbac_grants_scale_and_endpointslices_to_the_gateway() -> None:
