@@ -38,6 +38,7 @@ from tokenplane.api.openai_routes import (
 from tokenplane.autoscale.gateway.build import build_autoscaler
 from tokenplane.autoscale.gateway.collector import AutoscaleCollector
 from tokenplane.autoscale.gateway.controller import AutoscaleController
+from tokenplane.autoscale.gateway.keda.build import keda_actuators
 from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.compose.cache import build_cache
 from tokenplane.compose.endpoints import backend_endpoints
@@ -220,7 +221,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log, packer=packer, session_steps=steps, cache=cache)
     gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
-                                    lambda: meter.sink)
+                                    lambda: meter.sink, actuators=keda_actuators(config, pools))
     if gw.autoscale is not None:
         metrics.registry.register(AutoscaleCollector(gw.autoscale))
     track_learning(gw)

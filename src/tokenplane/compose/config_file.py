@@ -152,6 +152,13 @@ def autoscale_errors(cfg: GatewayConfig) -> list[str]:
             elif pool.min_replicas < 1:
                 out.append(f"{where}.min_replicas: the embedded actuator keeps at least one "
                            "replica (at zero, requests would be refused while one starts)")
+        elif pool.actuator == "keda" and cfg.autoscale.keda.listen is None:
+            out.append(f"{where}.actuator: keda needs autoscale.keda.listen (where KEDA's "
+                       "operator reads the decisions)")
+    keda_pools = [a for a, p in cfg.autoscale.pools.items() if p.actuator == "keda"]
+    if cfg.autoscale.keda.listen is not None and not keda_pools:
+        out.append("autoscale.keda.listen: set, but no pool has actuator: keda (nothing "
+                   "to serve KEDA)")
     return out
 
 

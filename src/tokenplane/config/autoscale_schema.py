@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.keda_schema import KedaConfig
 from tokenplane.config.kubernetes_scale_schema import KubernetesScaleConfig
 from tokenplane.config.slo_schema import parse_duration
 
@@ -121,12 +122,15 @@ class AutoscaleConfig(_Strict):
     back the ledger is read at start to teach the forecaster its times of day (0: not
     at all). ``decisions_kept``:
     decisions kept in memory for ``GET /admin/v1/autoscale``; every decision is also
-    appended to ``<data_dir>/autoscale/decisions.jsonl``. ``pools``: by model alias."""
+    appended to ``<data_dir>/autoscale/decisions.jsonl``. ``pools``: by model alias.
+    ``keda``: the KEDA external scaler that pools with ``actuator: keda`` publish their
+    decisions on (docs/KEDA.md)."""
 
     interval: float = 10.0
     history: float = 7 * 86400.0
     decisions_kept: int = Field(500, ge=1, le=100_000)
     pools: dict[str, AutoscalePoolConfig] = Field(default_factory=dict)
+    keda: KedaConfig = Field(default_factory=lambda: KedaConfig())
 
     @field_validator("interval", mode="before")
     @classmethod
