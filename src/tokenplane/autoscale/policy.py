@@ -64,7 +64,7 @@ class TokenplanePolicy:
         output_drain_s: float = 10.0,
         panic_ratio: float = 1.5,
         burn_headroom: float = 0.15,
-        warm_lookahead_s: float = 3600.0,
+        warm_lookahead_s: float = 900.0,
         demand_window_s: float = 0.0,
         saturated_waiting: int = 2,
     ) -> None:
