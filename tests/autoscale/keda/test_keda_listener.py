@@ -102,7 +102,8 @@ def test_config_check_pairs_keda_pools_with_the_listener() -> None:
                                 "autoscale.keda.listen (where KEDA's operator reads the "
                                 "decisions)"]
     with pytest.raises(ConfigError) as err:
-        validate_config(_config({"actuator": "kubernetes"}, {"listen": "127.0.0.1:9465"}))
+        validate_config(_config({"actuator": "kubernetes", "kubernetes": {"name": "engine"}},
+                                {"listen": "127.0.0.1:9465"}))
     assert err.value.errors == ["autoscale.keda.listen: set, but no pool has actuator: "
                                 "keda (nothing to serve KEDA)"]
     with pytest.raises(ConfigError) as err:
