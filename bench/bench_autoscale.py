@@ -8,9 +8,10 @@ asks for and whether each is met:
 
 * tokenplane's interactive SLO attainment over the day >= 99% with at most 65% of
   static-peak's replica-hours (serving + warm);
-* at equal or fewer replica-hours than the best baseline (the one with the fewest
-  minutes below target among those at or above tokenplane's replica-hours... see
-  ``best_baseline``), at most half its minutes below target;
+* at equal or fewer replica-hours than the best baseline, at most half its minutes
+  below target: against the baseline with the fewest minutes below target, and
+  against the best autoscaling one (hpa-kv, keda-queue, aibrix-kpa), serving and
+  total replica-hours both reported;
 * at most 2 scale-direction reversals in any hour;
 * requests that waited on a cold start the forecast could have foreseen (count).
 
