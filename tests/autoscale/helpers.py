@@ -35,11 +35,13 @@ def policy(spec: PoolPolicySpec | None = None,
 def drive(pol: TokenplanePolicy, demand: list[float], serving: int, *, step: float = 10.0,
           t0: float = 0.0, warm: int = 0) -> list[tuple[float, int, int, tuple[str, ...]]]:
     """Run the policy over ``demand`` (tokens per second per step) with an actuator
-    that applies every decision at once; returns (t, serving, warm, reasons)."""
+    that applies every decision at once; a queue forms inside the engines while
+    demand exceeds the pool's capacity. Returns (t, serving, warm, reasons)."""
     out = []
     for k, d in enumerate(demand):
         t = t0 + k * step
-        dec = pol.decide(snap(t, serving, tokens_per_s=d, warm=warm), t)
+        waiting = 2 if d > serving * TOKENS_PER_REPLICA else 0
+        dec = pol.decide(snap(t, serving, tokens_per_s=d, warm=warm, waiting=waiting), t)
         serving, warm = dec.serving_to, dec.warm_to
         out.append((t, serving, warm, dec.reasons))
     return out

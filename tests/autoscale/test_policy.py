@@ -56,6 +56,16 @@ def test_burst_shorter_than_the_cooldown_does_not_flap() -> None:
     assert serving[-1] == math.ceil(2 / 0.9)
 
 
+def test_a_jump_without_a_queue_is_noise_and_waits_out_the_up_window() -> None:
+    pol = policy(PoolPolicySpec(target_utilisation=1.0, scale_up_window_s=60.0))
+    d = pol.decide(snap(0.0, 2, tokens_per_s=2000.0), 0.0)
+    d = pol.decide(snap(10.0, 2, tokens_per_s=4000.0), 10.0)  # 2x, nothing waiting
+    assert d.serving_to == 2 and d.reasons == ("stabilising",)
+    d = pol.decide(snap(20.0, 2, tokens_per_s=4000.0, waiting=3), 20.0)  # a queue: a burst
+    # 4 replicas of demand plus the 6 waiting requests' 6,000 tokens over 30 s
+    assert d.serving_to == 5
+
+
 def test_short_blip_below_the_panic_ratio_waits_out_the_up_window() -> None:
     pol = policy(PoolPolicySpec(target_utilisation=1.0, scale_up_window_s=30.0))
     out = drive(pol, [4000.0] * 3 + [5000.0] + [4000.0] * 5, serving=4)
@@ -106,12 +116,11 @@ def test_warm_replicas_are_promoted_when_demand_jumps() -> None:
     pol = policy(PoolPolicySpec(target_utilisation=1.0, warm_min=2, warm_max=2))
     d = pol.decide(snap(0.0, 2, tokens_per_s=2000.0, warm=2), 0.0)
     assert (d.serving_to, d.warm_to) == (2, 2)
-    d = pol.decide(snap(10.0, 2, tokens_per_s=4000.0, warm=2), 10.0)
-    assert d.serving_to == 4
+    d = pol.decide(snap(10.0, 2, tokens_per_s=4000.0, warm=2, waiting=3), 10.0)
+    assert d.serving_to == 5  # 4 of demand, plus the queue to drain
     assert "warm_promotion" in d.reasons
     # the two promoted ones leave the warm pool; it is refilled to warm_min
     assert d.warm_from == 2 and d.warm_to == 2
-    assert d.inputs["need_now"] == 4.0
 
 
 def test_warm_pool_follows_the_forecast() -> None:
@@ -121,9 +130,11 @@ def test_warm_pool_follows_the_forecast() -> None:
     pol = policy(spec, fc)
     night = pol.decide(snap(3 * 3600.0, 1, tokens_per_s=1000.0), 3 * 3600.0)
     assert night.warm_to == 0  # nothing coming within the hour
-    t = 7.5 * 3600
+    t = 7.9 * 3600
     before_ramp = pol.decide(snap(t, 1, tokens_per_s=1000.0), t)
-    assert before_ramp.warm_to == 3  # the ramp is within the hour: load replicas now
+    # the ramp starts within a cold start plus the 15-minute lookahead: load replicas
+    # now, as many as it will need beyond the serving pool by then (08:11: ~1.9)
+    assert before_ramp.warm_to == 1
     assert before_ramp.serving_to == 1
 
 
@@ -147,7 +158,7 @@ def test_min_and_max_replicas() -> None:
     pol = policy(spec)
     d = pol.decide(snap(0.0, 4, tokens_per_s=0.0), 0.0)
     assert d.serving_to == 2 and "min" in d.reasons
-    d = pol.decide(snap(10.0, 2, tokens_per_s=50_000.0), 10.0)
+    d = pol.decide(snap(10.0, 2, tokens_per_s=50_000.0, waiting=10), 10.0)
     assert d.serving_to == 6 and "max" in d.reasons
 
 

@@ -21,9 +21,11 @@ Each decision:
    slower).
 4. **Hysteresis and stabilisation**: up when ceil(need) exceeds the pool (the lowest
    up-recommendation over ``scale_up_window_s``, skipped when demand jumped past
-   ``panic_ratio`` of the pool or SLOs burn); down only when the smaller pool stays
-   under ``1 - hysteresis`` of the target (the highest down-recommendation over
-   ``scale_down_window_s``) and ``cooldown_s`` after the last scale-up.
+   ``panic_ratio`` of the pool with a queue forming, or SLOs burn); down only when
+   the smaller pool stays under ``1 - hysteresis`` of the target for the larger of
+   the need now and the forecast's highest need within a cooldown (the highest
+   down-recommendation over ``scale_down_window_s``), and ``cooldown_s`` after the
+   last scale-up.
 5. **Limits**: min/max replicas, ``max_step`` per decision, the money budget per hour
    (serving and warm replicas at their prices; the warm pool is cut first).
 6. **Warm pool**: a scale-up promotes warm replicas first (seconds, not a cold
@@ -62,7 +64,7 @@ class TokenplanePolicy:
         output_drain_s: float = 10.0,
         panic_ratio: float = 1.5,
         burn_headroom: float = 0.15,
-        warm_lookahead_s: float = 3600.0,
+        warm_lookahead_s: float = 900.0,
         demand_window_s: float = 0.0,
         saturated_waiting: int = 2,
     ) -> None:
@@ -141,6 +143,7 @@ class TokenplanePolicy:
                      else 0.0)
         need_f = 0.0
         f_peak = 0.0
+        f_hold = 0.0
         f_work = -1.0  # no forecast
         if self.forecaster is not None:
             self.forecaster.observe(now, work_now)
@@ -148,17 +151,23 @@ class TokenplanePolicy:
             f = self.forecaster.forecast(now, horizon)
             need_f = self.capacity.replicas_for(f, util) if f is not None else 0.0
             f_work = f if f is not None else -1.0
-            steps = max(1, int(self.warm_lookahead_s // 600))
+            steps = max(1, int(self.warm_lookahead_s // 300))
             for k in range(1, steps + 1):
-                fk = self.forecaster.forecast(now, horizon + k * 600.0)
-                if fk is not None:
-                    f_peak = max(f_peak, self.capacity.replicas_for(fk, util))
+                ahead = horizon + k * 300.0
+                fk = self.forecaster.forecast(now, ahead)
+                if fk is None:
+                    continue
+                nk = self.capacity.replicas_for(fk, util)
+                f_peak = max(f_peak, nk)
+                if ahead <= horizon + spec.cooldown_s:
+                    f_hold = max(f_hold, nk)
         signals = {"token_demand": need_now, "kv": need_kv, "queue": need_wait,
                    "forecast": need_f}
         driver = max(signals, key=lambda k: signals[k])
         x = signals[driver]
         up_target = self._clamp(math.ceil(x - 1e-9))
-        down_target = self._clamp(math.ceil(x / (1.0 - spec.hysteresis) - 1e-9))
+        # a replica the forecast needs again within a cooldown is not given back
+        down_target = self._clamp(math.ceil(max(x, f_hold) / (1.0 - spec.hysteresis) - 1e-9))
 
         self._ups.append((now, up_target))
         self._downs.append((now, down_target))
@@ -170,7 +179,10 @@ class TokenplanePolicy:
         reasons: list[str] = []
         to = cur
         if up_target > cur:
-            panic = x >= self.panic_ratio * max(1, cur) or burning or cur < spec.min_replicas
+            # a jump past panic_ratio with a queue forming is a burst, not noise
+            queued = waiting > 0 or snap.queue_requests > 0
+            panic = ((x >= self.panic_ratio * max(1, cur) and queued) or burning
+                     or cur < spec.min_replicas)
             stable_up = up_target if panic else min(t for _, t in self._ups)
             if stable_up > cur:
                 to = stable_up
@@ -229,6 +241,7 @@ class TokenplanePolicy:
             "need_now": round(need_now, 3),
             "need_kv": round(need_kv, 3), "need_queue": need_wait,
             "need_forecast": round(need_f, 3), "forecast_peak": round(f_peak, 3),
+            "forecast_hold": round(f_hold, 3),
             "forecast_work": round(f_work, 5),
             "capacity_factor": round(self.capacity.factor, 4),
             "prompt_tokens_per_s": snap.prompt_tokens_per_s,

@@ -39,7 +39,7 @@ class PoolPolicySpec:
     warm_price_per_replica_hour: float | None = None
     budget_per_hour: float | None = None
     hysteresis: float = 0.1
-    scale_up_window_s: float = 45.0
+    scale_up_window_s: float = 60.0
     scale_down_window_s: float = 300.0
     cooldown_s: float = 900.0
     warm_min: int = 0

@@ -266,6 +266,10 @@ def summarize_day(name: str, sim: AutoscaledCluster, plan: DayPlan,
         per_min_ok[m] += ok
     below = sum(1 for n, ok in zip(per_min_n, per_min_ok, strict=True)
                 if n and ok / n < cfg.slo_target)
+    # the same, minutes with one miss left out: with time dilated a minute holds few
+    # requests (a single miss in 40 is 97.5%), a floor every policy shares
+    below_2 = sum(1 for n, ok in zip(per_min_n, per_min_ok, strict=True)
+                  if n and ok / n < cfg.slo_target and n - ok >= 2)
     # cold starts a request waited on: a missed interactive request that arrived
     # while a cold start (ordered -> ready) was under way
     colds = log.cold_starts
@@ -307,6 +311,7 @@ def summarize_day(name: str, sim: AutoscaledCluster, plan: DayPlan,
         "requests": len(recs),
         "interactive_requests": len(inter),
         "minutes_below_target": below,
+        "minutes_below_target_2plus_misses": below_2,
         "scale_events": len(changes),
         "scale_ups": sum(1 for d in changes if d.direction > 0),
         "scale_downs": sum(1 for d in changes if d.direction < 0),
