@@ -75,9 +75,10 @@ def test_replicas_join_and_drain_from_endpointslices_without_failed_requests(
             slice_a((HOSTS[0], True, False), (HOSTS[1], True, False))
             kube.set_slice("engine-b", "engine", port, [(HOSTS[2], True, False)],
                            namespace="serving")
-            wait_for(gw, lambda: routable(gw, ALIAS) == set(ids[:2]), "the second replica")
             routing = gw.gateway.routing
-            assert routing is not None and ids[2] in routing.live.joining
+            assert routing is not None
+            wait_for(gw, lambda: routable(gw, ALIAS) == set(ids[:2])
+                     and ids[2] in routing.live.joining, "the second replica, the third joining")
             farm.start(HOSTS[2], port)
             wait_for(gw, lambda: routable(gw, ALIAS) == set(ids), "the third replica")
             wait_for(gw, lambda: all(served(gw, ALIAS).get(i, 0) > 0 for i in ids),

@@ -5,11 +5,11 @@ backend's replicas into its pool through the gateway's membership."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from tokenplane.cancel import cancel_and_wait
 from tokenplane.compose.endpoints import backend_id, http_endpoint
 from tokenplane.config.discovery_schema import KubernetesDiscovery
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig
@@ -38,11 +38,7 @@ class Discovery:
 
     async def close(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(tasks)
 
 
 async def _guarded(run: Callable[[], Awaitable[None]]) -> None:

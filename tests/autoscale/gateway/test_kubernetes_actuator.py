@@ -206,3 +206,20 @@ def test_the_gateway_builds_it_from_autoscale_config(kube: FakeKube, tmp_path: P
         assert deployment.patches[-1] == (MERGE_PATCH, {"spec": {"replicas": 2}})
     finally:
         gw.stop()
+
+
+async def test_a_kubeconfig_not_there_yet_fails_rounds_not_the_start(
+    kube: FakeKube, tmp_path: Path,
+) -> None:
+    kube.add_workload("deployments", "vllm", replicas=1, ready=1)
+    path = tmp_path / "kubeconfig"
+    act = KubernetesActuator({ALIAS: KubernetesScaleConfig(name="vllm",
+                                                           kubeconfig=str(path))})
+    await act.start()  # the gateway starts and serves meanwhile
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the client's own error for the file
+            await act.replicas(ALIAS)
+        write_kubeconfig(path, kube.url, kube.token)
+        assert [v.phase for v in await act.replicas(ALIAS)] == ["serving"]
+    finally:
+        await act.close()

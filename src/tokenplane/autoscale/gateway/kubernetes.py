@@ -118,19 +118,24 @@ class KubernetesActuator:
         self.patches = 0
 
     async def start(self) -> None:
+        """Connects now when it can; a client that cannot be made yet (a kubeconfig not
+        mounted yet) is made on the first round that needs it (that round fails and
+        says why until then), so the gateway serves meanwhile."""
         for cfg in self.targets.values():
-            if cfg.kubeconfig not in self._clients:
-                self._clients[cfg.kubeconfig] = ScaleClient(await self.connect(cfg.kubeconfig))
+            try:
+                await self._client(cfg)
+            except Exception as exc:
+                log.warning("Kubernetes actuator: no API client yet for %s: %s", cfg.name, exc)
 
     async def close(self) -> None:
         clients, self._clients = self._clients, {}
         for c in clients.values():
             await c.client.close()
 
-    def _client(self, cfg: KubernetesScaleConfig) -> ScaleClient:
+    async def _client(self, cfg: KubernetesScaleConfig) -> ScaleClient:
         c = self._clients.get(cfg.kubeconfig)
         if c is None:
-            raise RuntimeError("the Kubernetes actuator was not started")
+            c = self._clients[cfg.kubeconfig] = ScaleClient(await self.connect(cfg.kubeconfig))
         return c
 
     def _phase_since(self, rid: str, phase: ReplicaPhase) -> float:
@@ -142,7 +147,7 @@ class KubernetesActuator:
 
     async def replicas(self, pool: str) -> tuple[ReplicaView, ...]:
         cfg = self.targets[pool]
-        c = self._client(cfg)
+        c = await self._client(cfg)
         out = views(cfg.name, await c.read(cfg.kind, cfg.namespace, cfg.name), "serving",
                     self._phase_since)
         if cfg.warm_name is not None:
@@ -152,7 +157,7 @@ class KubernetesActuator:
 
     async def scale_to(self, pool: str, serving: int, warm: int) -> None:
         cfg = self.targets[pool]
-        c = self._client(cfg)
+        c = await self._client(cfg)
         wanted = [(cfg.name, serving)]
         if cfg.warm_name is not None:
             wanted.append((cfg.warm_name, warm))

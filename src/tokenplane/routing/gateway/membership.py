@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tokenplane.cancel import cancel_and_wait
 from tokenplane.routing.gateway.metrics_scraper import MetricsScraper
 from tokenplane.routing.gateway.replicas import LiveEndpoint, LiveView
 from tokenplane.routing.gateway.router import GatewayRouter
@@ -199,7 +200,5 @@ class Membership:
             fut.cancel()
         self._drains.clear()
         self._admitted.clear()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, *self._closing, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
+        await asyncio.gather(*self._closing, return_exceptions=True)
