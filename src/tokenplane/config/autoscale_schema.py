@@ -75,7 +75,7 @@ class AutoscalePoolConfig(_Strict):
     warm_price_per_replica_hour: float | None = Field(None, ge=0)
     budget_per_hour: float | None = Field(None, gt=0)
     hysteresis: float = Field(0.1, ge=0, lt=1)
-    scale_up_window: float = 20.0
+    scale_up_window: float = 60.0
     scale_down_window: float = 300.0
     cooldown: float = 900.0
     warm_min: int = Field(0, ge=0, le=4096)
