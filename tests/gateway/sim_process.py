@@ -39,6 +39,7 @@ def start_sim(port: int = 0, replicas: int = 1, profile: str = "instant",
     except BaseException:
         proc.kill()
         proc.wait(10)
+        proc.stdout.close()  # else its pipe is left to the garbage collector (a warning)
         raise
     finally:
         sel.close()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.binding import BoundLimit, LimitTable, rebind
 from tokenplane.admission.outcomes import DebitResult, Denial, Grant, LimitStatus, Settlement
 from tokenplane.admission.scopes import Scope, tenant_of
-from tokenplane.admission.stores.base import CounterStore
+from tokenplane.admission.stores.base import CounterStore, StoreUnavailable
 
 
 def never_fits(limits: Sequence[BoundLimit], amounts: Amounts) -> Denial | None:
@@ -52,8 +53,13 @@ class Admission:
         if not limits:
             return Grant(rid, tenant, amounts, (), now + self.ttl_s)
         never = never_fits(limits, amounts)
-        if never is not None:
-            return never  # no store call: waiting cannot help
+        if never is not None:  # waiting cannot help; read what is left for its headers
+            try:
+                left = await self.store.status(
+                    tenant, [b for b in limits if b.rule is never.rule], now)
+            except StoreUnavailable:
+                return never  # the refusal stands; only the remaining figure is unknown
+            return replace(never, remaining=left[0].remaining) if left else never
         return await self.store.reserve(tenant, rid, limits, amounts, now, self.ttl_s)
 
     async def debit(self, grant: Grant, tokens: int, now: float, *,
