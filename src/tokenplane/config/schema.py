@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.console_schema import ConsoleConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
@@ -308,6 +309,7 @@ class GatewayConfig(_Strict):
     slos: list[SloConfig] = Field(default_factory=list)
     slo_alerting: SloAlertingConfig = Field(
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
+    console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -66,6 +66,7 @@ class UsageEvent:
     # the prompt's prefix fingerprints, JSON [[segment hash, blocks], ...]: the router's
     # chained hash of each content segment and how many full blocks it spans (replay)
     prefix_segments: str | None = None
+    queue_wait_s: float | None = None  # time waited in the gateway's scheduler queue
 
     @classmethod
     def from_counts(

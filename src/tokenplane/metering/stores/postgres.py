@@ -27,6 +27,12 @@ from tokenplane.metering.rollups import (
 )
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
+from tokenplane.metering.version_rollups import (
+    VERSION_DIMENSIONS,
+    VERSION_MEASURES,
+    upsert_version_rollups_sql,
+    version_rows,
+)
 
 _MIGRATION_LOCK = 0x746F6B656E  # "token"
 _STAGING = "usage_events_staging"
@@ -50,6 +56,13 @@ _UPSERT_ROLLUPS = upsert_rollups_sql(
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
     lambda i: f"${i + 1}",
     _unnest(["text", "text", "text", "bigint", "bigint", "float8", "float8"]),
+)
+
+
+_UPSERT_VERSIONS = upsert_version_rollups_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text", "bigint", *["text"] * len(VERSION_DIMENSIONS),
+             *["bigint"] * len(VERSION_MEASURES)]),
 )
 
 
@@ -172,6 +185,9 @@ class PostgresSink:
             fps = fingerprint_rows(inserted)
             if fps:
                 await con.execute(_UPSERT_FINGERPRINTS, *_columns(fps))
+            versions = version_rows(inserted)
+            if versions:
+                await con.execute(_UPSERT_VERSIONS, *_columns(versions))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from tokenplane.metering.rollups import (
 )
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
+from tokenplane.metering.version_rollups import upsert_version_rollups_sql, version_rows
 
 T = TypeVar("T")
 
@@ -34,6 +35,7 @@ _INSERT_EVENT = (
 )
 _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
+_UPSERT_VERSIONS = upsert_version_rollups_sql(lambda _: "?")
 
 
 def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
@@ -150,6 +152,9 @@ class SqliteSink:
                 fps = fingerprint_rows(inserted)
                 if fps:
                     cur.executemany(_UPSERT_FINGERPRINTS, fps)
+                versions = version_rows(inserted)
+                if versions:
+                    cur.executemany(_UPSERT_VERSIONS, versions)
             cur.execute("COMMIT")
         except BaseException:
             if self.con.in_transaction:
