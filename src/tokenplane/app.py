@@ -326,8 +326,10 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)
     if config.console.enabled:  # off the request path: its own routes, read-only
-        ConsoleRoutes(ConsoleParts(config.console, gw.home, gw.keys, lambda: gw.meter.sink,
-                                   gw.admission, gw.limits, gw.routing)).install(app)
+        ConsoleRoutes(ConsoleParts(
+            config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
+            gw.routing, audit.log.signer.verifier() if audit is not None else None,
+        )).install(app)
     listener, peers = _metrics(app, gw, ids, worker_id, workers)
 
     async def on_startup(_: web.Application) -> None:

@@ -65,6 +65,13 @@ def test_admin_walks_every_page(browser: Browser, console: Console) -> None:
     today = console.admin_api("/admin/v1/usage", by="tenant", since=_day_start())
     assert number(page.inner_text("#requests-today")) == sum(r["requests"] for r in today["data"])
     assert page.locator("#latency tbody tr").count() == 1  # one model
+    page.click("#nav-cluster")  # the two simulated replicas of the pool
+    assert page.locator("tr[data-replica]").count() == 2
+    page.click("#nav-audit")
+    page.click("#verify-chain")
+    page.wait_for_url("**/console/audit/verify")
+    statuses = [r["status"] for r in table(page, "#chain-table")]
+    assert statuses == ["intact"]
     page.close()
 
 

@@ -71,6 +71,8 @@ def test_a_post_without_the_csrf_token_or_from_elsewhere_is_refused(console: Con
             r = h.post("/console/logout", data=data, headers=headers)
             assert r.status_code == 403, (data, origin)
             assert "CSRF" in r.text
+        r = h.post("/console/audit/verify", data={}, headers={"origin": console.base})
+        assert r.status_code == 403
         assert h.get("/console/overview").status_code == 200  # still signed in
         # a Referer from this host stands in for a missing Origin
         r = h.post("/console/logout", data={"csrf": token},

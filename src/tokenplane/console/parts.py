@@ -9,6 +9,7 @@ from pathlib import Path
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.compose.routing import Routing
 from tokenplane.config.console_schema import ConsoleConfig
+from tokenplane.governance.audit.signing import Verifier
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import LimitStore
 from tokenplane.metering.stores.base import LedgerSink
@@ -23,3 +24,4 @@ class ConsoleParts:
     admission: AdmissionService
     limits: LimitStore
     routing: Routing | None = None
+    audit_verifier: Verifier | None = None  # the audit log's public key (governance.audit)

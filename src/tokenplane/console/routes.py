@@ -27,6 +27,7 @@ from tokenplane.console.pages import (
     advice,
     audit,
     budgets,
+    chain,
     cluster,
     overview,
     sessions,
@@ -105,6 +106,7 @@ class ConsoleRoutes:
         r.add_post(PREFIX + "/logout", self.logout)
         r.add_get(PREFIX + "/lang", self.switch_language)
         r.add_get(PREFIX + "/usage.csv", self.usage_csv)
+        r.add_post(PREFIX + "/audit/verify", self.verify_audit)
         r.add_get(PREFIX + "/static/{name}", self.static)
         for name, builder, _ in PAGES:
             r.add_get(f"{PREFIX}/{name}", self._page_handler(name, builder))
@@ -220,6 +222,25 @@ class ConsoleRoutes:
                 "current": current, "csrf": session.csrf,
                 "who": "admin" if principal.admin else principal.tenant,
                 "key_id": principal.key_id}
+
+    async def verify_audit(self, request: web.Request) -> web.Response:
+        """The Audit page with the chain's status (a POST: it reads the whole log)."""
+        found = self._signed_in(request)
+        if found is None:
+            return self._to_login(request)
+        principal, session = found
+        nav = self._nav(principal, "audit", session)
+        page = Page(request, principal, session.key, self.parts, self.clock())
+        try:
+            data = await audit.build(page)  # before the body is read: it clones the request
+            if not await self._csrf_ok(request, session):
+                return self._forbidden(request)
+            status = await chain.chain_status(page)
+        except PageError as err:
+            return self._render(request, "error.html", err.status, nav=nav,
+                                message=err.message_key)
+        return self._render(request, "audit.html", nav=nav, data={**data, "chain": status,
+                                                                    "verified": True})
 
     async def usage_csv(self, request: web.Request) -> web.Response:
         found = self._signed_in(request)
