@@ -6,18 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from tokenplane.console.page import Data, Page, PageError
+from tokenplane.console.queries import SOURCES
 
 
 def _steps(session: dict[str, Any]) -> list[dict[str, Any]]:
-    """The waterfall: each step's start and length relative to the session's start."""
-    steps = session.get("steps") or []
-    starts = [s.get("start_ts") or s.get("arrival_ts") or s.get("ts") for s in steps]
-    t0 = min((t for t in starts if t is not None), default=None)
+    """The waterfall's rows: each step's prompt by source and its output, in order."""
     out = []
-    for s, start in zip(steps, starts, strict=True):
-        end = s.get("end_ts") or s.get("ts") or start
-        out.append({**s, "offset_s": round(start - t0, 3) if start and t0 else 0.0,
-                    "duration_s": round(max(0.0, end - start), 3) if start and end else 0.0})
+    for i, st in enumerate(session.get("steps") or []):
+        row = dict(st)
+        row["label"] = f"{st.get('step') if st.get('step') is not None else i + 1}"
+        for k in (*SOURCES, "output_tokens", "cached", "tool_calls"):
+            row[k] = int(st.get(k) or 0)
+        out.append(row)
     return out
 
 
