@@ -173,7 +173,9 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
         metering = f"metering: {{ack: {ack}}}\n" if ack and src is None else ""
         # the gateways run side by side: none takes the default metrics port (a tree
         # from before the metrics listener knows no such key)
-        if src is None:
+        knows_listener = src is None or "MetricsListener" in (
+            src / "tokenplane" / "api" / "metrics_routes.py").read_text()
+        if knows_listener:
             extra = extra.replace("observe: {", "observe: {metrics: {listen: null}, ", 1) \
                 if "observe: {" in extra else extra + "observe: {metrics: {listen: null}}\n"
         cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra + metering)
