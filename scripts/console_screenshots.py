@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=60_000)
     args = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="console-shots-"))
-    asyncio.run(write(home, args.events, time.time() - 3600))
+    asyncio.run(write(home, args.events, time.time() - 90))
     keys = KeyStore(home / "meta.db")
     admin, _ = keys.create_key("ops", admin=True)
     users = [keys.create_key("tenant03", department="dept2", app="app21")[0],

@@ -10,10 +10,15 @@
       return { label: d.label, data: d.data, backgroundColor: color + (spec.type === "line" ? "55" : "cc"),
                borderColor: color, fill: spec.type === "line" && spec.stacked, pointRadius: 0, tension: 0.2 };
     });
+    var box = document.createElement("div");  // a box of the declared height
+    box.className = "chart-box";
+    box.style.height = (Number(canvas.getAttribute("height")) || 240) + "px";
+    canvas.parentNode.insertBefore(box, canvas);
+    box.appendChild(canvas);
     var axes = { x: { stacked: !!spec.stacked }, y: { stacked: !!spec.stacked, beginAtZero: true } };
     new window.Chart(canvas, {
       type: spec.type, data: { labels: spec.labels, datasets: datasets },
-      options: { animation: false, responsive: true, indexAxis: spec.horizontal ? "y" : "x",
+      options: { animation: false, responsive: true, maintainAspectRatio: false, indexAxis: spec.horizontal ? "y" : "x",
                  scales: axes, plugins: { legend: { position: "bottom" } } }
     });
     canvas.setAttribute("data-drawn", "1");
