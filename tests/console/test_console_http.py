@@ -208,3 +208,27 @@ def test_static_files_are_served_from_the_package(console: Console, name: str) -
     assert r.status_code == 200 and len(r.content) > 100
     assert httpx.get(f"{console.base}/console/static/..%2Fsession.py",
                      timeout=30).status_code == 404
+
+
+def test_budgets_show_use_against_each_limit_and_a_forecast(console: Console) -> None:
+    auth = {"authorization": f"Bearer {console.admin}"}
+    r = httpx.put(f"{console.base}/admin/v1/limits", headers=auth, timeout=30, json={
+        "target": {"tenant": "acme"}, "limits": {"tokens_per_day": 1_000_000, "rpm": 500}})
+    assert r.status_code == 200, r.text
+    from tests.console.conftest import _traffic
+
+    _traffic(console.gw, console.acme_search, 2)  # spends against the new limits
+    status = console.admin_api("/admin/v1/tenants/acme/budget", key=console.acme)
+    [scope] = status["scopes"]
+    with signed_in(console, console.acme) as h:
+        page = h.get("/console/budgets").text
+    for lim in scope["limits"]:
+        used = lim["spent"] + lim["reserved"]
+        assert f'<tr data-limit="{lim["name"]}">' in page
+        assert f'<td class="num" data-col="used">{used:,}</td>' in page
+    assert int(next(x for x in scope["limits"] if x["name"] == "tokens_per_day")["spent"]) > 0
+    forecast = re.search(r'<tr data-limit="tokens_per_day">.*?data-col="forecast">([^<]+)<',
+                         page, re.S)
+    assert forecast is not None and forecast.group(1).strip() != "-"  # a calendar limit
+    rpm = re.search(r'<tr data-limit="rpm">.*?data-col="forecast">([^<]+)<', page, re.S)
+    assert rpm is not None and rpm.group(1).strip() == "-"  # a window: no forecast

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from tokenplane.console.page import Data, Page, PageError
-from tokenplane.console.periods import DAY, day_start, month_start, next_month_start
-from tokenplane.console.queries import Filter, usage
+from tokenplane.console.periods import DAY, day_start, label, month_start, next_month_start
+from tokenplane.console.queries import Filter, money, usage
 
 REFUSAL_DAYS = 7
+TOP_REFUSALS = 20
 
 
 def period(now: float, resets_at: float | None, kind: str) -> tuple[float, float] | None:
@@ -50,12 +51,23 @@ async def build(page: Page) -> Data:
                        "forecast": forecast(lim["spent"], page.now, span) if span else None}
                 if row["forecast"] is not None and lim["limit"]:
                     row["forecast_share"] = round(100 * row["forecast"] / lim["limit"], 1)
+                money_unit = lim["unit"] == "cost_micros"
+                row["shown_limit"] = money(lim["limit"]) if money_unit else f"{lim['limit']:,}"
+                row["shown_used"] = money(used) if money_unit else f"{used:,}"
+                fc = row["forecast"]
+                row["shown_forecast"] = None if fc is None else (
+                    money(fc) if money_unit else f"{fc:,}")
                 rows.append(row)
             scopes.append({"tenant": t, "scope": scope["scope"], "limits": rows})
     since = day_start(page.now) - (REFUSAL_DAYS - 1) * DAY
-    refused = [r for r in await usage(page.sink, Filter("day", since, None, tenant),
-                                      ["bucket", "tenant", "app"]) if r["refused"]]
-    return {"scopes": scopes, "refusals": [
-        {"day": r["bucket"], "tenant": r["tenant"], "app": r["app"] or "-",
-         "refused": r["refused"], "requests": r["requests"]} for r in refused],
-        "refusal_days": REFUSAL_DAYS}
+    flt = Filter("day", since, None, tenant)
+    per_day = {r["bucket"]: r["refused"] for r in await usage(page.sink, flt, ["bucket"])}
+    days = [since + k * DAY for k in range(REFUSAL_DAYS)]
+    top = [r for r in await usage(page.sink, flt, ["tenant", "app"]) if r["refused"]]
+    top.sort(key=lambda r: (-r["refused"], r["tenant"], r["app"]))
+    return {"scopes": scopes, "refusal_days": REFUSAL_DAYS,
+            "refusal_chart": {"labels": [label(d, "day") for d in days],
+                              "data": [per_day.get(d, 0) for d in days]},
+            "refusals": [{"tenant": r["tenant"], "app": r["app"] or "-",
+                          "refused": r["refused"], "requests": r["requests"]}
+                         for r in top[:TOP_REFUSALS]]}
