@@ -329,6 +329,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
         ConsoleRoutes(ConsoleParts(
             config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
             gw.routing, audit.log.signer.verifier() if audit is not None else None,
+            lambda: gw.meter.prices,
         )).install(app)
     listener, peers = _metrics(app, gw, ids, worker_id, workers)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
@@ -145,6 +146,9 @@ def test_usage_matches_the_admin_api_and_the_csv_is_the_table(console: Console) 
         assert int(got["requests"]) == row["requests"]
         assert int(got["output_tokens"]) == row["output_tokens"]
         assert got["cost"] == row["cost"]
+        # cached tokens at the input price less the cached-input one (0.10 - 0.05 per 1M)
+        saved = int(Decimal("0.05") * row["cached_input_tokens"])
+        assert got["cache_savings"] == str(Decimal(saved).scaleb(-6))
         assert f'<td data-col="cost" class="num">{row["cost"]}</td>' in page
 
 

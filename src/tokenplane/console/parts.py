@@ -12,6 +12,7 @@ from tokenplane.config.console_schema import ConsoleConfig
 from tokenplane.governance.audit.signing import Verifier
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import LimitStore
+from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.stores.base import LedgerSink
 
 
@@ -25,3 +26,4 @@ class ConsoleParts:
     limits: LimitStore
     routing: Routing | None = None
     audit_verifier: Verifier | None = None  # the audit log's public key (governance.audit)
+    prices: Callable[[], PriceBook | None] | None = None  # the meter's price book (cache savings)

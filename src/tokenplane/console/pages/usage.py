@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import csv
 import io
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 from tokenplane.console.page import Data, Page, PageError
 from tokenplane.console.periods import DAY, HOUR, label
-from tokenplane.console.queries import SOURCES, Filter, money, usage
+from tokenplane.console.queries import SOURCES, Filter, money, sums, usage
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import parse_time_bound
 
 NONE = "~"  # the department of apps that have none ('' in the ledger)
 COLUMNS = ("requests", "errors", *(f"input_{s}" for s in SOURCES), "cached_input_tokens",
-           "output_tokens", "total_tokens", "cost", "currency")
+           "output_tokens", "total_tokens", "cost", "cache_savings", "currency")
 DEFAULT_SINCE = {"day": "7d", "hour": "24h"}
 
 
@@ -36,11 +39,35 @@ def _level(page: Page, tenant: str | None) -> tuple[str, str | None, str | None]
     return by, dept_value, app
 
 
-def _row(name: str, r: dict[str, Any]) -> dict[str, Any]:
+def saving_per_token(prices: PriceBook | None, model: str) -> Decimal:
+    """What a cached prompt token saves against an uncached one (micro-units): the
+    model's input price less its cached-input price (per million tokens: micros)."""
+    price = prices.model_price(UsageEvent("", 0, 0.0, model=model)) if prices else None
+    if price is None:
+        return Decimal(0)
+    return max(Decimal(0), price.base.input - price.base.cached_input)
+
+
+async def savings(page: Page, flt: Filter, group: str) -> dict[tuple[str, str], int]:
+    """Cache savings per (group value, currency) in micro-units, at today's prices."""
+    prices = page.parts.prices() if page.parts.prices is not None else None
+    rows = await sums(page.sink, "usage_rollups", ("cached_input_tokens",), flt,
+                      [group, "model", "currency"])
+    out: dict[tuple[str, str], int] = {}
+    for r in rows:
+        key = (str(r[group]), str(r["currency"]))
+        per = saving_per_token(prices, str(r["model"]))
+        out[key] = out.get(key, 0) + int(per * r["cached_input_tokens"])
+    return out
+
+
+def _row(name: str, r: dict[str, Any], saved: int) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
     for c in COLUMNS:
         if c == "cost":
             out[c] = money(r["cost_micros"])
+        elif c == "cache_savings":
+            out[c] = money(saved)
         elif c == "total_tokens":
             out[c] = r["input_tokens"] + r["output_tokens"]
         else:
@@ -62,6 +89,7 @@ async def build(page: Page) -> Data:
     group, dept, app = _level(page, tenant)
     flt = Filter(grain, since, None, tenant, dept, app)
     rows = await usage(page.sink, flt, [group, "currency"])
+    saved = await savings(page, flt, group)
     base = {k: v for k, v in (("grain", grain), ("since", since_text)) if v}
     if page.admin and tenant is not None:
         base["tenant"] = tenant
@@ -76,7 +104,7 @@ async def build(page: Page) -> Data:
             nxt = {**base, "department": name or NONE}
         elif group == "app":
             nxt = {**base, "department": dept or NONE, "app": name}
-        row = _row(name or "-", r)
+        row = _row(name or "-", r, saved.get((name, str(r["currency"])), 0))
         row["href"] = f"/console/usage?{urlencode(nxt)}" if nxt is not None else None
         table.append(row)
     series_rows = await usage(page.sink, flt, ["bucket"])
