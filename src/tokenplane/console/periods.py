@@ -30,4 +30,6 @@ def label(bucket: int, grain: str) -> str:
         return d.date().isoformat()
     if grain == "hour":
         return d.strftime("%Y-%m-%d %H:00")
+    if grain == "second":
+        return d.strftime("%H:%M:%S")
     return d.strftime("%H:%M")

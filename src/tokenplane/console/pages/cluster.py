@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenplane.console.page import Data, Page
+from tokenplane.console.periods import label
 
 
 def _hit_rate(figures: Any) -> float | None:
@@ -40,4 +41,8 @@ async def build(page: Page) -> Data:
                 })
     auto = await page.admin_api("/admin/v1/autoscale")
     autoscale = auto.data if auto.ok and auto.data.get("enabled") else None
+    if autoscale is not None:
+        for d in autoscale.get("decisions") or []:
+            at = d.get("at")
+            d["at_label"] = label(int(at), "second") if isinstance(at, int | float) else ""
     return {"pools": pools, "autoscale": autoscale}
