@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_console import free_port, write  # noqa: E402
+
 from tokenplane.meta.keystore import KeyStore  # noqa: E402
 from tokenplane.meta.limit_store import LimitStore, LimitTarget  # noqa: E402
 
@@ -91,6 +93,14 @@ def main() -> None:
                 c.chat.completions.create(model="m0", max_tokens=32, messages=[
                     {"role": "system", "content": "You are a concise assistant."},
                     {"role": "user", "content": f"Summarise ticket {i} in one line."}])
+        with openai.OpenAI(base_url=base + "/v1", api_key=users[0]) as c:
+            msgs: list[Any] = [{"role": "system", "content": "You plan trips, step by step."},
+                               {"role": "user", "content": "Plan three days in Kyoto."}]
+            for step in range(5):  # an agent session (where the gateway records them)
+                r = c.chat.completions.create(model="m0", max_tokens=48, messages=msgs,
+                                              extra_headers={"x-tokenplane-session": "trip-42"})
+                msgs += [{"role": "assistant", "content": r.choices[0].message.content or ""},
+                         {"role": "user", "content": f"Now detail day {step + 1}."}]
         time.sleep(3)  # the ledger flusher (250 ms) and one SLO evaluation round (2 s)
         args.out.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
@@ -105,6 +115,10 @@ def main() -> None:
                 for name in PAGES if lang == "en-US" else ("overview", "usage"):
                     page.goto(f"{base}/console/{name}")
                     page.wait_for_load_state("networkidle")
+                    first = page.locator("#sessions-table a")
+                    if name == "sessions" and first.count():  # a session's waterfall
+                        first.first.click()
+                        page.wait_for_load_state("networkidle")
                     suffix = "" if lang == "en-US" else "-zh"
                     page.screenshot(path=str(args.out / f"{name}{suffix}.png"), full_page=True)
                     print(f"{args.out / name}{suffix}.png")
