@@ -72,6 +72,12 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     cfg = sim_config(profile="instant")
     cfg["tenants"] = [{"name": "default"}, {"name": "acme"}, {"name": "globex"}]
     cfg["observe"] = {"metrics": {"listen": None}, "access_log": {"enabled": False}}
+    cfg["slos"] = [  # one over every tenant (admin keys only), one over acme's traffic
+        {"name": "all-available", "selector": {"model": MODEL}, "objective": 0.99,
+         "slis": [{"kind": "availability"}]},
+        {"name": "acme-fast", "selector": {"tenant": "acme"}, "objective": 0.95,
+         "slis": [{"kind": "latency", "threshold": "5s"}]},
+    ]
     gw = GatewayThread(cfg, tmp_path_factory.mktemp("console")).start()
     try:
         admin = gw.create_key("default", admin=True)

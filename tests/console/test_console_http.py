@@ -236,3 +236,21 @@ def test_budgets_show_use_against_each_limit_and_a_forecast(console: Console) ->
     assert forecast is not None and forecast.group(1).strip() != "-"  # a calendar limit
     rpm = re.search(r'<tr data-limit="rpm">.*?data-col="forecast">([^<]+)<', page, re.S)
     assert rpm is not None and rpm.group(1).strip() == "-"  # a window: no forecast
+
+
+def test_slos_show_what_the_admin_api_says_for_the_scope(console: Console) -> None:
+    for key, names in ((console.admin, {"all-available", "acme-fast"}),
+                       (console.acme, {"acme-fast"}), (console.globex, set())):
+        before = console.admin_api("/admin/v1/slos", key=key)
+        with signed_in(console, key) as h:
+            page = h.get("/console/slos").text
+        after = console.admin_api("/admin/v1/slos", key=key)
+        assert {s["name"] for s in after["data"]} == names
+        assert set(re.findall(r'data-slo="([^"]+)"', page)) == names
+        if before != after:  # an evaluation round ran in between: names only
+            continue
+        for slo in after["data"]:
+            for sli in slo["slis"]:
+                if sli.get("valid") is not None:
+                    cell = f'{sli["bad"]:,} / {sli["valid"]:,}'
+                    assert f'data-col="events">{cell}</td>' in page, (slo["name"], cell)
