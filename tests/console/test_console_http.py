@@ -254,3 +254,21 @@ def test_slos_show_what_the_admin_api_says_for_the_scope(console: Console) -> No
                 if sli.get("valid") is not None:
                     cell = f'{sli["bad"]:,} / {sli["valid"]:,}'
                     assert f'data-col="events">{cell}</td>' in page, (slo["name"], cell)
+
+
+def test_versions_count_the_attempts_the_usage_api_counts(console: Console) -> None:
+    """The Versions page (version_rollups) and the usage API (usage_rollups) agree on
+    the requests each model served: every attempt here reached an upstream."""
+    usage = console.admin_api("/admin/v1/usage", by="model", since="7d")["data"]
+    with signed_in(console, console.admin) as h:
+        page = h.get("/console/versions").text
+    shown = [int(n.replace(",", "")) for n in
+             re.findall(r'data-col="requests">([0-9,]+)</td>', page)]
+    assert shown and sum(shown) == sum(r["requests"] - r["refused"] for r in usage)
+    with signed_in(console, console.globex) as h:  # a tenant's own versions only
+        page = h.get("/console/versions").text
+    globex = console.admin_api("/admin/v1/usage", by="model", since="7d",
+                               key=console.globex)["data"]
+    shown = [int(n.replace(",", "")) for n in
+             re.findall(r'data-col="requests">([0-9,]+)</td>', page)]
+    assert sum(shown) == sum(r["requests"] for r in globex) == 5
