@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from tests.gateway.harness import GatewayThread, sim_config
+from tests.metering.conftest import pg_url, sink_target  # noqa: F401  (the ledger fixtures)
 
 CHROMIUM = os.environ.get("TOKENPLANE_CHROMIUM", "/usr/bin/chromium")
 MODEL = "sim-llama3-8b"
