@@ -22,6 +22,8 @@ from tokenplane.api.admin import (
     TENANT_BODY,
 )
 from tokenplane.api.admin_fields import LIMIT_TYPES, MAX_NAME_LEN, MAX_TEXT_LEN
+from tokenplane.api.context_routes import PATH as PACK_PATH
+from tokenplane.api.context_routes import body_spec as pack_spec
 from tokenplane.governance.audit.multi import VERDICTS
 from tokenplane.metering.reports import REPORT_DIMENSIONS
 from tokenplane.operations.fields import nullable
@@ -154,6 +156,16 @@ def _admin_paths() -> dict[str, Any]:
         f"{PREFIX}/usage/top": {"get": _op("top consumers", params=report + _params(
             "query", by=by, order={"type": "string", "enum": ["cost", "tokens"]},
             limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
+        f"{PREFIX}/sessions": {"get": _op("the costliest agent sessions", params=report
+                                          + _params("query", order={
+                                              "type": "string",
+                                              "enum": ["cost", "tokens", "steps", "recent"]},
+                                              limit={"type": "integer", "minimum": 1,
+                                                     "maximum": 10_000}))},
+        PREFIX + "/sessions/{session_id}": {"get": _op(
+            "an agent session's per-step waterfall (a tenant's key: its own sessions)",
+            params=_params("path", session_id={"type": "string"})
+            + _params("query", tenant={"type": "string"}))},
         f"{PREFIX}/audit": {"get": _op("search audit records", params=_params(
             "query", tenant={"type": "string"}, key_id={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,
@@ -162,6 +174,10 @@ def _admin_paths() -> dict[str, Any]:
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",
             params=_params("query", tenant={"type": "string"}))},
+        f"{PREFIX}/cache": {"delete": _op(
+            "drop a tenant's (or one app's) cached answers, exact and semantic (a "
+            "tenant's key: its own tenant only)",
+            params=_params("query", tenant={"type": "string"}, app={"type": "string"}))},
     }
 
 
@@ -174,6 +190,9 @@ def openapi_document(operations: OperationRegistry, version: str = "") -> dict[s
         schema: Schema = spec.schema() if spec is not None else {"type": "object"}
         paths[op.path] = {"post": _op(f"{op.name} (OpenAI-compatible)", body=schema)}
     paths["/v1/models"] = {"get": _op("the model aliases this key may use")}
+    paths[PACK_PATH] = {"post": _op("pack retrieved documents into a token budget with the "
+                                    "model's tokenizer (docs/CONTEXT.md)",
+                                    body=pack_spec().schema())}
     paths.update(_admin_paths())
     return {
         "openapi": "3.1.0",

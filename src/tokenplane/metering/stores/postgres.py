@@ -25,6 +25,11 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import (
+    SESSION_COLUMNS,
+    session_rows,
+    upsert_sessions_sql,
+)
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 from tokenplane.metering.version_rollups import (
@@ -56,6 +61,11 @@ _UPSERT_ROLLUPS = upsert_rollups_sql(
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
     lambda i: f"${i + 1}",
     _unnest(["text", "text", "text", "bigint", "bigint", "float8", "float8"]),
+)
+
+_UPSERT_SESSIONS = upsert_sessions_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text"] * 4 + ["bigint"] * (len(SESSION_COLUMNS) - 6) + ["float8", "float8"]),
 )
 
 
@@ -188,6 +198,9 @@ class PostgresSink:
             versions = version_rows(inserted)
             if versions:
                 await con.execute(_UPSERT_VERSIONS, *_columns(versions))
+            sessions = session_rows(inserted)
+            if sessions:
+                await con.execute(_UPSERT_SESSIONS, *_columns(sessions))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

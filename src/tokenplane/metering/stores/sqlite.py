@@ -22,6 +22,7 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import session_rows, upsert_sessions_sql
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
 from tokenplane.metering.version_rollups import upsert_version_rollups_sql, version_rows
@@ -36,6 +37,7 @@ _INSERT_EVENT = (
 _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
 _UPSERT_VERSIONS = upsert_version_rollups_sql(lambda _: "?")
+_UPSERT_SESSIONS = upsert_sessions_sql(lambda _: "?")
 
 
 def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
@@ -155,6 +157,9 @@ class SqliteSink:
                 versions = version_rows(inserted)
                 if versions:
                     cur.executemany(_UPSERT_VERSIONS, versions)
+                sessions = session_rows(inserted)
+                if sessions:
+                    cur.executemany(_UPSERT_SESSIONS, sessions)
             cur.execute("COMMIT")
         except BaseException:
             if self.con.in_transaction:
