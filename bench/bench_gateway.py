@@ -23,6 +23,10 @@ script discards).
 ``--slos`` likewise runs the governance-off gateway with three SLOs (two SLIs each,
 their live counters on the request path, the ledger-fed evaluation every 10 s) and
 without (``gateway-lean-slo`` / ``gateway-lean-noslo``): ``slos``, on over off.
+
+``--console`` likewise runs the governance-off gateway with the web console on (the
+default) and off (``gateway-lean-console`` / ``gateway-lean-noconsole``): ``console``,
+on over off (the console's routes are off the request path).
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ class Target:
 
 def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
                   ack: str | None = None, access_log: bool = False,
-                  slos: bool = False) -> list[Target]:
+                  slos: bool = False, console: bool = False) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -197,6 +201,9 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
     if slos:
         gateway("gateway-lean-slo", lean_cfg + SLO_CONFIG, 1)
         gateway("gateway-lean-noslo", lean_cfg, 1)
+    if console:
+        gateway("gateway-lean-console", lean_cfg + "console: {enabled: true}\n", 1)
+        gateway("gateway-lean-noconsole", lean_cfg + "console: {enabled: false}\n", 1)
     if workers > 1:
         passthrough(f"passthrough-x{workers}", "aiohttp", workers)
         gateway(f"gateway-x{workers}", "", workers)
@@ -284,7 +291,7 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack,
-                                args.access_log, args.slos)
+                                args.access_log, args.slos, args.console)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
@@ -332,6 +339,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ratios["access_log"] = on_over_off(results, "gateway-lean-log", "gateway-lean-nolog")
     if args.slos:
         ratios["slos"] = on_over_off(results, "gateway-lean-slo", "gateway-lean-noslo")
+    if args.console:
+        ratios["console"] = on_over_off(results, "gateway-lean-console",
+                                        "gateway-lean-noconsole")
     if args.baseline is not None:
         before_after: dict[str, Any] = {}
         for mode in ("nonstream", "stream"):
@@ -379,6 +389,8 @@ def main() -> None:
                     help="a checkout whose src/ also serves both gateways, for before/after")
     ap.add_argument("--access-log", action="store_true",
                     help="also measure the access log on (to a file) against off")
+    ap.add_argument("--console", action="store_true",
+                    help="Also the lean gateway with the web console on and off.")
     ap.add_argument("--slos", action="store_true",
                     help="also measure three SLOs evaluated against none")
     run_and_print(main_async, ap.parse_args())

@@ -862,6 +862,34 @@ def _serve_slos(gateways: Gateways, tmp_path: Path, hooks: HttpStub) -> None:
     assert not hooks.seen  # nothing fired, so nothing was sent
 
 
+def test_serves_console(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> None:
+    """console.yaml: the console in Chinese by default, sessions of 8 hours, the secret
+    from the environment (no file in the data directory), Secure over HTTPS only."""
+    monkeypatch.setenv("TOKENPLANE_CONSOLE_SECRET", "example-secret-for-the-test")
+    gw = gateways.start(example("console.yaml"))
+    key = gw.create_key("acme", app="chat")
+    with client(gw, key) as c:
+        chat(c, "sim-llama3-8b")
+    base = f"http://127.0.0.1:{gw.port}"
+    with httpx.Client(base_url=base, timeout=30) as h:
+        page = h.get("/console/login")
+        assert page.status_code == 200 and "登录" in page.text  # language: zh-CN
+        token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert token is not None
+        signed = h.post("/console/login", data={"key": key, "csrf": token.group(1)},
+                        headers={"origin": base, "x-forwarded-proto": "https"})
+        assert signed.status_code == 303, signed.text
+        cookie = signed.headers["set-cookie"]
+        assert "Max-Age=28800" in cookie and "HttpOnly" in cookie and "Secure" in cookie
+        assert "SameSite=Strict" in cookie
+        session = cookie.split(";")[0].split("=", 1)[1]
+        h.cookies.set("tp_console", session)
+        usage = h.get("/console/usage")
+        assert usage.status_code == 200 and 'data-name="acme"' not in usage.text
+        assert 'data-name="-"' in usage.text  # acme's key sees its departments ('-': none)
+    assert not (gw.home / "console.secret").exists()  # secret_env is set
+
+
 def test_serves_context(gateways: Gateways) -> None:
     gw = gateways.start(example("context.yaml"))
     key = gw.create_key("default", app="support-bot")

@@ -47,6 +47,8 @@ from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import GatewayConfig, listen_address
+from tokenplane.console.parts import ConsoleParts
+from tokenplane.console.routes import ConsoleRoutes
 from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
@@ -347,6 +349,12 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)
+    if config.console.enabled:  # off the request path: its own routes, read-only
+        ConsoleRoutes(ConsoleParts(
+            config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
+            gw.routing, audit.log.signer.verifier() if audit is not None else None,
+            lambda: gw.meter.prices,
+        )).install(app)
     listener, peers = _metrics(app, gw, ids, worker_id, workers)
 
     async def on_startup(_: web.Application) -> None:

@@ -131,6 +131,11 @@ def test_interactive_is_released_before_batch(tmp_path: Path) -> None:
         assert 'tokenplane_scheduler_queue_length{slo_class="batch"} 0.0' in text
     finally:
         gw.stop()
+    # the ledger keeps each request's wait at the gateway (the console's latency split):
+    # b and c waited for a's 120 tokens on the one slot
+    waits = sorted(r["queue_wait_s"] for r in gw.ledger_rows())
+    assert len(waits) == 3 and waits[0] is not None and waits[0] < waits[1] <= waits[2]
+    assert waits[1] > 0.05
 
 
 def test_late_deferral_is_configurable(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tokenplane.config.autoscale_schema import AutoscaleConfig
 from tokenplane.config.cache_schema import CacheConfig
+from tokenplane.config.console_schema import ConsoleConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.discovery_schema import DiscoveryConfig
 from tokenplane.config.governance_schema import GovernanceConfig
@@ -337,6 +338,7 @@ class GatewayConfig(_Strict):
     slo_alerting: SloAlertingConfig = Field(
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
     autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())  # type: ignore[call-arg]
+    console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

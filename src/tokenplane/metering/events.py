@@ -93,6 +93,7 @@ class UsageEvent:
     saved_input_tokens: int = 0
     saved_output_tokens: int = 0
     saved_cost_micros: int = 0
+    queue_wait_s: float | None = None  # time waited in the gateway's scheduler queue
 
     @classmethod
     def from_counts(

@@ -93,6 +93,7 @@ class RequestContext:
     system_fingerprint: str | None = None
     attempt: int = 0
     # timings (epoch seconds)
+    queue_wait: float | None = None  # seconds waited in the gateway's scheduler queue
     upstream_start: float | None = None
     first_token: float | None = None
     last_token: float | None = None

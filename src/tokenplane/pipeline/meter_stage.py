@@ -169,7 +169,7 @@ class MeterFinisher:
             status=ctx.status, http_status=ctx.http_status, error_code=ctx.error_code,
             stream=ctx.stream, arrival_ts=ctx.arrival, upstream_start_ts=ctx.upstream_start,
             first_token_ts=ctx.first_token, last_token_ts=ctx.last_token,
-            input_system=counts.system, input_history=counts.history,
+            queue_wait_s=ctx.queue_wait, input_system=counts.system, input_history=counts.history,
             input_context=counts.context, input_tools=counts.tools, input_user=counts.user,
             input_tokens=counts.prompt, cached_input_tokens=counts.cached,
             output_tokens=counts.output, reasoning_tokens=counts.reasoning,

@@ -44,6 +44,7 @@ class ScheduleStage:
         # a client that leaves while queued ends its request at once (its reservations
         # released); its queue entry is skipped when its turn comes
         le = await watched(link, self.hub.acquire(target, item))
+        ctx.queue_wait = self.hub.clock() - item.arrival  # the ledger's waiting time
         self.routing.bind(ctx, le.alias, le.endpoint)
 
 

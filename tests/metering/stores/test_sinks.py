@@ -116,7 +116,7 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
                       ("slo_class", "prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS,
-                       *CACHE_COLUMNS))
+                       *CACHE_COLUMNS, "queue_wait_s"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[1:]  # type: ignore[attr-defined]
@@ -136,7 +136,8 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
+                      ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS,
+                       "queue_wait_s"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[3:]  # type: ignore[attr-defined]
@@ -156,7 +157,7 @@ async def test_a_v4_ledger_gains_the_context_columns(
     """A ledger written before migration 5 keeps its rows (zero context tokens, no
     overflow); new rows carry the packing and overflow figures."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -182,7 +183,7 @@ async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
     """A ledger written before migration 6 keeps its rows (no session); new rows carry
     their session and step, and the session rollups sum only the rows inserted."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -226,7 +227,7 @@ async def test_a_v4_ledger_gains_the_cache_columns(
     """A ledger written before migration 7 keeps its rows; they read back as no cache
     hit with nothing saved, and a hit's row carries its kind, source and savings."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, slo_class="batch"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -239,5 +240,48 @@ async def test_a_v4_ledger_gains_the_cache_columns(
         await sink.write([hit])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE cache = ?", ["semantic"])
         assert [row_event(r) for r in rows] == [hit]
+    finally:
+        await sink.close()
+
+
+async def test_a_v8_ledger_gains_queue_waits_and_version_rollups(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 9: old rows read back with no queue wait; new attempts that reached an
+    upstream add to ``version_rollups`` (hour and day), with the time split into
+    waiting at the gateway, the gateway's own work, the engine's TTFT and decode."""
+    await _old_ledger(sink_target, monkeypatch, 8, make_event(1), ("queue_wait_s",))
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == VERSIONS[8:] and 9 in VERSIONS  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        assert row_event(rows[0]).queue_wait_s is None
+        t = 1_700_000_000.0
+        timed = dict(arrival_ts=t, upstream_start_ts=t + 0.5, first_token_ts=t + 0.8,
+                     last_token_ts=t + 1.8, ts=t + 1.9, queue_wait_s=0.25)
+        await sink.write([
+            make_event(2, model_version="v1", tenant="a", **timed),
+            make_event(3, model_version="v1", tenant="a", status="error", **timed),
+            make_event(4, model_version="v2", tenant="a", **timed),
+            make_event(5, model_version="v2", tenant="a"),  # refused: never reached one
+        ])
+        got = await sink.fetch(
+            "SELECT grain, model_version, CAST(SUM(requests) AS BIGINT) AS requests, "
+            "CAST(SUM(errors) AS BIGINT) AS errors, CAST(SUM(timed) AS BIGINT) AS timed, "
+            "CAST(SUM(queue_us) AS BIGINT) AS q, CAST(SUM(gateway_us) AS BIGINT) AS g, "
+            "CAST(SUM(ttft_us) AS BIGINT) AS f, CAST(SUM(decode_us) AS BIGINT) AS d, "
+            "CAST(SUM(output_tokens) AS BIGINT) AS o FROM version_rollups "
+            "GROUP BY grain, model_version ORDER BY grain, model_version")
+        assert [(r["grain"], r["model_version"], int(r["requests"]), int(r["errors"]),
+                 int(r["timed"]), int(r["q"]), int(r["g"]), int(r["f"]), int(r["d"]),
+                 int(r["o"])) for r in got] == [
+            ("day", "v1", 2, 1, 2, 500_000, 700_000, 600_000, 2_000_000, 14),
+            ("day", "v2", 1, 0, 1, 250_000, 350_000, 300_000, 1_000_000, 7),
+            ("hour", "v1", 2, 1, 2, 500_000, 700_000, 600_000, 2_000_000, 14),
+            ("hour", "v2", 1, 0, 1, 250_000, 350_000, 300_000, 1_000_000, 7),
+        ]
+        assert await sink.write([make_event(2, model_version="v1", **timed)]) == 0
+        assert await _scalar(sink, "SELECT CAST(SUM(requests) AS BIGINT) FROM version_rollups "
+                                   "WHERE grain = 'day'") == 3  # a replay adds nothing
     finally:
         await sink.close()

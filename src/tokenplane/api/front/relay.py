@@ -30,6 +30,9 @@ from tokenplane.upstream.http1_client import H1Connection, H1Error, H1Pool
 _HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
                   "trailer", "upgrade", "host", "content-length", "expect"})
 
+# the client's Host header, which the relay replaces on its own leg
+HOST_HEADER = "x-tokenplane-host"
+
 
 class Relay:
     def __init__(self, app_server: web.Server, new_id: Callable[[], str]) -> None:
@@ -54,6 +57,10 @@ class Relay:
             key = name.lower()
             if key not in _HOP:
                 headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        headers.pop(HOST_HEADER, None)
+        host = next((v for n, v in req.headers.items() if n.lower() == "host"), None)
+        if host is not None:  # the host the client asked (the console's origin check)
+            headers[HOST_HEADER] = host
         head_only = req.method == "HEAD"
         up: H1Connection | None = None
         streaming = done = False

@@ -269,16 +269,47 @@ def _v8(dialect: int) -> tuple[str, ...]:
     )
 
 
+# v9: the time a request waited at the gateway (the scheduler's queue), NULL for events
+# written before or never queued; and the rollups per model version with latency sums
+# (``metering/version_rollups.py``: the console's Versions page and latency per model).
+_EVENT_COLUMNS_V9: tuple[tuple[str, str], ...] = (("queue_wait_s", "real?"),)
+
+
+def _v9(dialect: int) -> tuple[str, ...]:
+    integer = _T["int"][dialect]
+    measures = ",\n  ".join(
+        f"{m} {integer} NOT NULL DEFAULT 0"
+        for m in ("requests", "errors", "input_tokens", "output_tokens", "cost_micros",
+                  "timed", "queue_us", "gateway_us", "ttft_us", "decode_us"))
+    return (
+        *(f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+          for name, kind in _EVENT_COLUMNS_V9),
+        f"""CREATE TABLE version_rollups (
+  grain TEXT NOT NULL,
+  bucket {integer} NOT NULL,
+  tenant TEXT NOT NULL,
+  department TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  model_version TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  {measures},
+  PRIMARY KEY (grain, bucket, tenant, department, app, model, model_version, currency)
+)""",
+        "CREATE INDEX version_rollups_tenant ON version_rollups (tenant, grain, bucket)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
-    (7, _v7(0)), (8, _v8(0)))
+    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
-    (7, _v7(1)), (8, _v8(1)))
+    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
-    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7
+    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7 + _EVENT_COLUMNS_V9
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -32,6 +32,12 @@ from tokenplane.metering.session_rollups import (
 )
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
+from tokenplane.metering.version_rollups import (
+    VERSION_DIMENSIONS,
+    VERSION_MEASURES,
+    upsert_version_rollups_sql,
+    version_rows,
+)
 
 _MIGRATION_LOCK = 0x746F6B656E  # "token"
 _STAGING = "usage_events_staging"
@@ -60,6 +66,13 @@ _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
 _UPSERT_SESSIONS = upsert_sessions_sql(
     lambda i: f"${i + 1}",
     _unnest(["text"] * 4 + ["bigint"] * (len(SESSION_COLUMNS) - 6) + ["float8", "float8"]),
+)
+
+
+_UPSERT_VERSIONS = upsert_version_rollups_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text", "bigint", *["text"] * len(VERSION_DIMENSIONS),
+             *["bigint"] * len(VERSION_MEASURES)]),
 )
 
 
@@ -182,6 +195,9 @@ class PostgresSink:
             fps = fingerprint_rows(inserted)
             if fps:
                 await con.execute(_UPSERT_FINGERPRINTS, *_columns(fps))
+            versions = version_rows(inserted)
+            if versions:
+                await con.execute(_UPSERT_VERSIONS, *_columns(versions))
             sessions = session_rows(inserted)
             if sessions:
                 await con.execute(_UPSERT_SESSIONS, *_columns(sessions))

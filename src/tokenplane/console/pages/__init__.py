@@ -1,0 +1,1 @@
+"""One module per console page: each builds the data its template shows."""
