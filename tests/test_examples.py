@@ -825,3 +825,45 @@ def _serve_slos(gateways: Gateways, tmp_path: Path, hooks: HttpStub) -> None:
     table = cli("slo", "status", "--config", str(path), "--home", str(gw.home))
     assert table.returncode == 0 and "chat-availability" in table.stdout
     assert not hooks.seen  # nothing fired, so nothing was sent
+
+
+def test_serves_context(gateways: Gateways) -> None:
+    gw = gateways.start(example("context.yaml"))
+    key = gw.create_key("default", app="support-bot")
+    docs = [{"id": "kb-1", "text": "Refunds are paid within five working days.", "score": 0.9},
+            {"id": "kb-1-copy", "text": "REFUNDS are paid within five working days!",
+             "score": 0.8},
+            {"id": "kb-2", "text": "Orders ship from Rotterdam.", "score": 0.5}]
+    long_history: list[Any] = []
+    for i in range(60):
+        long_history += [{"role": "user", "content": f"Question {i}? " + "more " * 60},
+                         {"role": "assistant", "content": f"Answer {i}. " + "words " * 60}]
+    long_history.append({"role": "user", "content": "And the refund?"})
+    with client(gw, key) as c:
+        r = c.chat.completions.create(
+            model="assistant-8k", messages=MSGS, max_tokens=4,
+            extra_body={"tokenplane": {"context": {"documents": docs}}})
+        ext = (r.model_extra or {})["tokenplane"]["context"]
+        assert ext["citations"] == {"1": "kb-1", "2": "kb-2"}
+        assert ext["dropped"] == [{"id": "kb-1-copy", "reason": "duplicate",
+                                   "tokens": ext["dropped"][0]["tokens"],
+                                   "duplicate_of": "kb-1"}]
+        trimmed = c.chat.completions.create(model="assistant-8k", messages=long_history)
+        assert trimmed.usage is not None and trimmed.usage.prompt_tokens <= 8192 - 256
+    with client(gw, gw.create_key("default", app="web")) as c:  # the model's policy
+        moved = c.chat.completions.create(model="assistant-4k", messages=long_history,
+                                          max_tokens=4)
+        assert moved.usage is not None and moved.usage.prompt_tokens > 4096
+    packed = httpx.post(f"{gw.base_url}/context/pack", timeout=30,
+                        headers={"authorization": f"Bearer {key}"},
+                        json={"model": "assistant-8k", "messages": MSGS, "documents": docs,
+                              "budget_tokens": 40})
+    assert packed.status_code == 200 and packed.json()["tokens"] <= 40
+    gateways.stop(gw)
+    rows = sorted(gw.ledger_rows(), key=lambda row: row["arrival_ts"])
+    assert [r["overflow"] for r in rows] == [None, "trim_history", "fallback"]
+    assert rows[0]["context_offered_tokens"] == (rows[0]["context_kept_tokens"]
+                                                 + rows[0]["context_dropped_tokens"]) > 0
+    assert rows[1]["history_dropped_tokens"] > 0  # the app's policy: 256 reserved
+    assert rows[2]["model"] == "assistant-32k" and rows[2]["overflow_from"] == "assistant-4k"
+    assert all(counted_exactly(r) for r in rows)

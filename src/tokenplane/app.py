@@ -17,6 +17,7 @@ from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
+from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
@@ -36,6 +37,7 @@ from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
+from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
@@ -98,6 +100,8 @@ class Gateway:
     routing: Routing | None = None  # live replica view, router, scheduler queues
     slo: SloService | None = None  # SLO evaluation from the ledger (config.slos)
     access_log: AccessLog | None = None  # observe.access_log (on by default)
+    # RAG context packing: the chat stage's and POST /v1/context/pack's (one cache)
+    packer: ContextPacker = field(default_factory=ContextPacker)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -194,17 +198,18 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     slo_counters = SloCounters(slos) if slos else None
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
+    packer = ContextPacker()
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
         tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log)
+        access_log, context=config.context, packer=packer)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log)
+                 access_log=access_log, packer=packer)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -318,6 +323,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     directory = open_directory(gw.keys)
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
+    ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
+                  gw.allowed_models, config.context, gw.packer).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     audit = gw.governance.audit if gw.governance is not None else None

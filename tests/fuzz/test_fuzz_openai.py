@@ -19,12 +19,14 @@ from tests.fuzz.conftest import MODEL, Fuzzed
 from tests.fuzz.profiles import fuzz_settings
 from tests.fuzz.schemas import field_paths, valid, wrongs
 
-ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/context/pack"]
 BASES: dict[str, dict[str, Any]] = {
     "/v1/chat/completions": {"model": MODEL, "messages": [{"role": "user", "content": "hi"}],
                              "max_tokens": 3},
     "/v1/completions": {"model": MODEL, "prompt": "hi", "max_tokens": 3},
     "/v1/embeddings": {"model": MODEL, "input": "hi"},
+    "/v1/context/pack": {"model": MODEL, "documents": [{"id": "a", "text": "hi"}],
+                         "budget_tokens": 50},
 }
 # codes a body the document calls valid may still get: rules between fields, the
 # model's vocabulary and window, the alias, what governance and admission decide, an

@@ -22,6 +22,8 @@ from tokenplane.api.admin import (
     TENANT_BODY,
 )
 from tokenplane.api.admin_fields import LIMIT_TYPES, MAX_NAME_LEN, MAX_TEXT_LEN
+from tokenplane.api.context_routes import PATH as PACK_PATH
+from tokenplane.api.context_routes import body_spec as pack_spec
 from tokenplane.governance.audit.multi import VERDICTS
 from tokenplane.metering.reports import REPORT_DIMENSIONS
 from tokenplane.operations.fields import nullable
@@ -174,6 +176,9 @@ def openapi_document(operations: OperationRegistry, version: str = "") -> dict[s
         schema: Schema = spec.schema() if spec is not None else {"type": "object"}
         paths[op.path] = {"post": _op(f"{op.name} (OpenAI-compatible)", body=schema)}
     paths["/v1/models"] = {"get": _op("the model aliases this key may use")}
+    paths[PACK_PATH] = {"post": _op("pack retrieved documents into a token budget with the "
+                                    "model's tokenizer (docs/CONTEXT.md)",
+                                    body=pack_spec().schema())}
     paths.update(_admin_paths())
     return {
         "openapi": "3.1.0",

@@ -1,6 +1,7 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
-Stages in order: auth, validate, [input guard], tokens, [context cap], admission,
+Stages in order: auth, validate, context (RAG packing, pinned marks), [input guard],
+tokens (with the overflow policy), [context cap], admission,
 [schedule], route. The upstream call retries across replicas and fallbacks; with
 governance the output guard wraps it. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
@@ -11,7 +12,7 @@ records each failed attempt.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opentelemetry.trace import Tracer
 
@@ -19,6 +20,8 @@ from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.auth.principal import Principal
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
+from tokenplane.config.context_schema import ContextConfig
+from tokenplane.context.packer import ContextPacker
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
 from tokenplane.governance.tools import ToolMode
@@ -27,10 +30,12 @@ from tokenplane.observe.access_log import AccessLog
 from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
+from tokenplane.pipeline.context_stage import ContextStage
 from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
+from tokenplane.pipeline.overflow import Overflow
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.slo_stage import SloFinisher
 from tokenplane.pipeline.stages import (
@@ -63,6 +68,8 @@ class PipelineParts:
     tracer: Tracer | None = None  # set when spans are exported (observe.otlp_endpoint)
     slo_counters: SloCounters | None = None  # set when SLOs are configured
     access_log: AccessLog | None = None  # observe.access_log.enabled
+    context: ContextConfig = field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
+    packer: ContextPacker | None = None  # shared with POST /v1/context/pack (its ranker)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -82,8 +89,13 @@ def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
 
 def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
-    tokens = TokensStage(counters, CountOffload())
+    overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
+                        counters, parts.allowed_models)
+    offload = CountOffload()  # large prompts counted, many documents packed, off the loop
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
+                           ContextStage(counters, parts.context, overflow, offload,
+                                        parts.packer)]
+    tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
         stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent

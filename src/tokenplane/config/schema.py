@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
@@ -113,6 +114,7 @@ class ModelConfig(_Strict):
     prices: PriceConfig = Field(default_factory=lambda: PriceConfig())
     backends: list[BackendConfig] = Field(min_length=1)
     fallbacks: list[str] = Field(default_factory=list)  # aliases to spill to, in order
+    overflow: OverflowConfig | None = None  # a prompt over the window (None: reject)
 
 
 class DepartmentConfig(_Strict):
@@ -303,6 +305,7 @@ class GatewayConfig(_Strict):
     routing: RoutingConfig = Field(default_factory=lambda: RoutingConfig())  # type: ignore[call-arg]
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
+    context: ContextConfig = Field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
@@ -321,6 +324,22 @@ class GatewayConfig(_Strict):
             bad = [f for f in m.fallbacks if f not in seen or f == m.alias]
             if bad:
                 raise ValueError(f"model {m.alias!r}: unknown fallback aliases {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def _overflow_fallbacks(self) -> GatewayConfig:
+        for m in self.models:
+            target = m.overflow.fallback if m.overflow is not None else None
+            if target is None:
+                continue
+            other = self.model(target)
+            if other is None or target == m.alias:
+                raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} is not "
+                                 "another model alias")
+            if other.context_window <= m.context_window:
+                raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} has a "
+                                 f"window of {other.context_window} tokens, not larger than "
+                                 f"{m.context_window}")
         return self
 
     @model_validator(mode="after")

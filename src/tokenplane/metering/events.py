@@ -66,6 +66,16 @@ class UsageEvent:
     # the prompt's prefix fingerprints, JSON [[segment hash, blocks], ...]: the router's
     # chained hash of each content segment and how many full blocks it spans (replay)
     prefix_segments: str | None = None
+    # RAG context packing (offered == kept + dropped: the documents' own tokens) and the
+    # overflow policy (docs/CONTEXT.md); JSON {reason: {"documents", "tokens"}}
+    context_offered_tokens: int = 0
+    context_kept_tokens: int = 0
+    context_dropped_tokens: int = 0
+    context_dropped: str | None = None
+    history_dropped_messages: int = 0
+    history_dropped_tokens: int = 0
+    overflow: str | None = None  # "trim_history" | "fallback"
+    overflow_from: str | None = None  # the alias asked for, on a fallback
 
     @classmethod
     def from_counts(

@@ -11,6 +11,7 @@ extras that vLLM and SGLang document (``top_k``, ``min_p``, ``repetition_penalty
 
 from __future__ import annotations
 
+from tokenplane.operations.context_fields import extension, message_marks
 from tokenplane.operations.fields import (
     Arr,
     Bool,
@@ -128,22 +129,33 @@ def _tool_call() -> Tagged:
 def _messages() -> Arr:
     parts = "a string or an array of content parts"
     name = Str()
+    marks = message_marks()
     message = Tagged("role", {
-        "system": Obj({"content": _content(parts), "name": name}, ("content",)),
-        "developer": Obj({"content": _content(parts), "name": name}, ("content",)),
-        "user": Obj({"content": _content(parts), "name": name}, ("content",)),
+        "system": Obj({"content": _content(parts), "name": name, "tokenplane": marks},
+                      ("content",)),
+        "developer": Obj({"content": _content(parts), "name": name, "tokenplane": marks},
+                         ("content",)),
+        "user": Obj({"content": _content(parts), "name": name, "tokenplane": marks},
+                    ("content",)),
         "assistant": Obj({
+            "tokenplane": marks,
             "content": _content(parts), "name": name, "refusal": Str(),
             "tool_calls": Arr(_tool_call()),
             "function_call": Obj({"name": Str(), "arguments": Str()}, ("name",)),
             "audio": Obj({"id": Str()}, ("id",)),
             "reasoning_content": Str(),
         }, description="content is required unless tool_calls or function_call is set"),
-        "tool": Obj({"content": _content(parts), "tool_call_id": Str()}, ("content",)),
-        "function": Obj({"content": Str(), "name": name},
+        "tool": Obj({"content": _content(parts), "tool_call_id": Str(), "tokenplane": marks},
+                    ("content",)),
+        "function": Obj({"content": Str(), "name": name, "tokenplane": marks},
                         ("content",)),
     })
     return Arr(message, min_items=1)
+
+
+def chat_messages() -> Arr:
+    """The ``messages`` of a chat body (also of ``POST /v1/context/pack``)."""
+    return _messages()
 
 
 def _function() -> Obj:
@@ -199,6 +211,8 @@ def chat_body() -> Obj:
         "documents": Arr(Obj({})),
         "mm_processor_kwargs": Obj({}),
         "separate_reasoning": Bool(),
+        # tokenplane's own (docs/CONTEXT.md); removed before the upstream
+        "tokenplane": extension(),
     }, ("model", "messages"))
 
 

@@ -10,8 +10,10 @@ from typing import Any, Protocol
 from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
+from tokenplane.context.documents import Packed
 from tokenplane.governance.guard_state import GuardState
 from tokenplane.operations.base import Operation
+from tokenplane.pipeline.context_use import OverflowUse
 from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
 from tokenplane.tokens.counts import TokenCounts
@@ -115,6 +117,11 @@ class RequestContext:
     final: tuple[int, TokenCounts] | None = None  # (attempt, final counts), computed once
     client: ClientLink | None = None  # the client's connection, when the front serves it
     early_count: EarlyCount | None = None  # a large prompt counted before the input guard
+    # RAG context and overflow (pipeline/context_stage.py, pipeline/overflow.py)
+    packed: Packed | None = None  # the documents packed into the prompt
+    pinned: frozenset[int] = frozenset()  # messages history trimming keeps
+    overflow: OverflowUse | None = None  # what the overflow policy did
+    reply_extra: dict[str, Any] | None = None  # added to a whole answer as "tokenplane"
 
     @property
     def tenant(self) -> str | None:

@@ -103,6 +103,21 @@ def prefix_segments(ctx: RequestContext) -> str | None:
     return orjson.dumps(segment_runs(route.req.block_hashes)).decode()
 
 
+def context_fields(ctx: RequestContext, event: UsageEvent) -> None:
+    """The RAG context and overflow columns (ledger v5)."""
+    packed, over = ctx.packed, ctx.overflow
+    if packed is not None:
+        event.context_offered_tokens = packed.offered_tokens
+        event.context_kept_tokens = packed.kept_tokens
+        event.context_dropped_tokens = packed.dropped_tokens
+        by_reason = packed.dropped_by_reason()
+        event.context_dropped = orjson.dumps(by_reason).decode() if by_reason else None
+    if over is not None:
+        event.overflow, event.overflow_from = over.action, over.from_alias
+        event.history_dropped_messages = over.dropped_messages
+        event.history_dropped_tokens = over.dropped_tokens
+
+
 class MeterFinisher:
     """Records the usage event, updates the token / cost metrics, and teaches the
     output-length predictor (successful requests) and the estimator of an alias with
@@ -155,6 +170,9 @@ class MeterFinisher:
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
         )
+        if (ctx.packed is not None or ctx.overflow is not None) \
+                and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
+            context_fields(ctx, event)
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
             series.cost(event.currency).inc(event.cost_micros)

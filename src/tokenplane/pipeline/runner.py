@@ -16,6 +16,7 @@ from functools import partial
 from tokenplane.errors import GatewayError
 from tokenplane.pipeline.client_watch import ClientGone
 from tokenplane.pipeline.context import RequestContext
+from tokenplane.pipeline.context_stage import with_extension
 from tokenplane.pipeline.stages import Finisher, Stage
 from tokenplane.pipeline.upstream_call import Call, absorb_json, relay
 from tokenplane.upstream.sse import DONE
@@ -83,6 +84,8 @@ class Pipeline:
             body = resp.body or b""
             ctx.http_status = resp.status
             absorb_json(ctx, body)
+            if ctx.reply_extra is not None and resp.status < 400:
+                body = with_extension(body, ctx.reply_extra)
             self._release(ctx)
             await self._finish(ctx)
             return Reply(resp.status, {**resp.headers, **ctx.response_headers}, body=body)

@@ -23,6 +23,7 @@ from tokenplane.operations import validate as v
 from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import EarlyCount, PromptCount, RequestContext
 from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
+from tokenplane.pipeline.overflow import Overflow
 from tokenplane.upstream.pool import Pool
 
 
@@ -143,17 +144,26 @@ class EarlyCountStage:
         body, field = ctx.body, ctx.operation.content_field
         ctx.early_count = EarlyCount(body.get(field), body.get("tools"), result)
         prompt = result.counts.prompt
-        if ctx.operation.generates and prompt + 1 > ctx.model.context_window:
+        if ctx.operation.generates and prompt + 1 > ctx.model.context_window \
+                and self.tokens.rejects(ctx):
             raise beyond_window(ctx, prompt, 1)
 
 
 class TokensStage:
     """Counts prompt tokens by source; refuses a prompt that cannot fit the window
-    (a large one first by its floor, before it is counted, off the loop)."""
+    (a large one first by its floor, before it is counted, off the loop), unless the
+    overflow policy trims its history or moves it to a larger model
+    (``pipeline/overflow.py``)."""
 
-    def __init__(self, counter: PromptCounter, offload: CountOffload | None = None) -> None:
+    def __init__(self, counter: PromptCounter, offload: CountOffload | None = None,
+                 overflow: Overflow | None = None) -> None:
         self.counter = counter
         self.offload = offload
+        self.overflow = overflow if overflow is not None and overflow.any else None
+
+    def rejects(self, ctx: RequestContext) -> bool:
+        """Whether a prompt over the window is refused (no overflow policy acts)."""
+        return self.overflow is None or self.overflow.rejects(ctx)
 
     async def count_large(self, ctx: RequestContext, output: int) -> PromptCount:
         """A large prompt: refused by its floor if that plus ``output`` tokens cannot
@@ -161,7 +171,8 @@ class TokensStage:
         assert ctx.model is not None and self.offload is not None
         if ctx.operation.generates:
             floor = self.counter.floor(ctx.model, ctx.operation, ctx.body)
-            if floor is not None and floor + output > ctx.model.context_window:
+            if floor is not None and floor + output > ctx.model.context_window \
+                    and self.rejects(ctx):
                 raise beyond_window(ctx, floor, output, floor=True)
         tenant = ctx.principal.tenant if ctx.principal is not None else ""
         return await self.offload.run(tenant, functools.partial(
@@ -177,6 +188,8 @@ class TokensStage:
             result = early.result
         else:
             result = await self.count_large(ctx, ctx.max_tokens or 1)
+        if self.overflow is not None:
+            result = self.overflow.resolve(ctx, result)
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
         ctx.estimated_input_tokens = prompt = result.counts.prompt

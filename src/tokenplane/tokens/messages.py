@@ -2,7 +2,7 @@
 
 Source convention (``TokenCounts`` fields):
 
-- ``system``: messages with role ``system`` or ``developer``.
+- ``system``: messages with role ``system`` or ``developer`` (not marked as context).
 - ``context``: RAG documents and tool results. A message is context when its role is
   ``tool`` (or the legacy ``function``), or its ``name`` starts with ``context``, ``rag``
   or ``doc`` (case-insensitive), or it carries the metadata field
@@ -153,10 +153,10 @@ def normalize(messages: Sequence[Mapping[str, Any]]) -> Conversation:
         if m.role == "user" and not m.marked_context:
             last_user = i
     for i, m in enumerate(out):
-        if m.role in ("system", "developer"):
-            m.source = "system"
-        elif m.marked_context:
+        if m.marked_context:  # a system message of RAG documents is context, too
             m.source = "context"
+        elif m.role in ("system", "developer"):
+            m.source = "system"
         elif i == last_user:
             m.source = "user"
         else:

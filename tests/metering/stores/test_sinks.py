@@ -58,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2, 3, 4]]  # exactly one of them ran each migration
+        assert applied == [[], [1, 2, 3, 4, 5]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 4
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 5
     finally:
         await first.close()
         await second.close()
@@ -75,6 +75,11 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
         assert rows == [{"price_table": '{"a":1}'}]
     finally:
         await sink.close()
+
+
+V5_COLUMNS = ("context_offered_tokens", "context_kept_tokens", "context_dropped_tokens",
+              "context_dropped", "history_dropped_messages", "history_dropped_tokens",
+              "overflow", "overflow_from")
 
 
 async def _old_ledger(sink_target: str, monkeypatch: pytest.MonkeyPatch, migrations_done: int,
@@ -105,10 +110,10 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
-                      ("slo_class", "prefix_segments"))
+                      ("slo_class", "prefix_segments", *V5_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2, 3, 4]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3, 4, 5]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
@@ -125,15 +130,41 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments",))
+                      ("prefix_segments", *V5_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [4]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [4, 5]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1, slo_class="batch")
         assert row_event(rows[0]).prefix_segments is None
         await sink.write([make_event(2, prefix_segments="[[-5,3],[77,1]]")])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
         assert row_event(rows[0]).prefix_segments == "[[-5,3],[77,1]]"
+    finally:
+        await sink.close()
+
+
+async def test_a_v4_ledger_gains_the_context_columns(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 5 keeps its rows (zero context tokens, no
+    overflow); new rows carry the packing and overflow figures."""
+    await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
+                      V5_COLUMNS)
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [5]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        old = row_event(rows[0])
+        assert old == make_event(1, prefix_segments="[[1,2]]")
+        assert old.context_offered_tokens == 0 and old.overflow is None
+        new = make_event(2, context_offered_tokens=900, context_kept_tokens=600,
+                         context_dropped_tokens=300,
+                         context_dropped='{"budget":{"documents":1,"tokens":300}}',
+                         history_dropped_messages=4, history_dropped_tokens=120,
+                         overflow="fallback", overflow_from="small")
+        await sink.write([new])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
+        assert row_event(rows[0]) == new
     finally:
         await sink.close()

@@ -158,13 +158,38 @@ def _v4(dialect: int) -> tuple[str, ...]:
     )
 
 
+# v5: RAG context packing and the overflow policy (docs/CONTEXT.md): the documents'
+# tokens offered, kept and dropped (offered = kept + dropped), the dropped tokens and
+# documents by reason as JSON {reason: {"documents": n, "tokens": t}}; the messages
+# and prompt tokens history trimming dropped; the overflow action (trim_history,
+# fallback) and, on a fallback, the alias asked for. Zero / NULL for events before.
+_EVENT_COLUMNS_V5: tuple[tuple[str, str], ...] = (
+    ("context_offered_tokens", "int"),
+    ("context_kept_tokens", "int"),
+    ("context_dropped_tokens", "int"),
+    ("context_dropped", "text?"),
+    ("history_dropped_messages", "int"),
+    ("history_dropped_tokens", "int"),
+    ("overflow", "text?"),
+    ("overflow_from", "text?"),
+)
+
+
+def _v5(dialect: int) -> tuple[str, ...]:
+    def col(name: str, kind: str) -> str:
+        default = "" if kind.endswith("?") else " NOT NULL DEFAULT 0"
+        return f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}{default}"
+    return tuple(col(name, kind) for name, kind in _EVENT_COLUMNS_V5)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)))
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)))
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
+    + _EVENT_COLUMNS_V5
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -1,0 +1,89 @@
+"""``POST /v1/context/pack``: the packer as a call of its own, for applications that
+want the packed text back (docs/CONTEXT.md). The body: ``model`` (whose tokenizer
+counts), ``documents``, ``budget_tokens``, and either ``messages`` (the last user
+message is the query BM25 ranks against) or ``query``, and ``options``; the answer:
+``{text, tokens, citations, kept, dropped, offered_tokens, kept_tokens,
+dropped_tokens}``. The same packer and counts as a chat request's
+``tokenplane.context``; any key may call it (nothing is sent upstream, nothing billed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+
+from tokenplane.api.admin_usage import authenticate
+from tokenplane.config.context_schema import ContextConfig
+from tokenplane.config.schema import ModelConfig
+from tokenplane.context.packer import ContextPacker, has_all_scores
+from tokenplane.context.wire import documents, duplicate_id, options, packed_json, user_turn
+from tokenplane.errors import GatewayError, invalid
+from tokenplane.meta.keystore import KeyStore
+from tokenplane.operations import validate as v
+from tokenplane.operations.context_fields import pack_body
+from tokenplane.operations.fields import Obj
+from tokenplane.operations.schemas import chat_messages
+
+PATH = "/v1/context/pack"
+
+
+def body_spec() -> Obj:
+    return pack_body(chat_messages())
+
+
+class ContextRoutes:
+    def __init__(self, keys: KeyStore, models: dict[str, ModelConfig],
+                 count_text: Callable[[ModelConfig, str], int],
+                 allowed: Callable[[str], set[str] | None], config: ContextConfig,
+                 packer: ContextPacker | None = None) -> None:
+        self.keys = keys
+        self.models = models
+        self.count_text = count_text
+        self.allowed = allowed
+        self.config = config
+        self.packer = packer if packer is not None else ContextPacker()
+        self.spec = body_spec()
+
+    def install(self, app: web.Application) -> None:
+        app.router.add_post(PATH, self.pack)
+
+    async def pack(self, request: web.Request) -> web.Response:
+        principal = authenticate(self.keys, request)
+        v.check_content_type(request.headers.get("content-type"))
+        body = v.parse_json_object(await request.read())
+        self.spec.check(body)
+        alias = body["model"]
+        model = self.models.get(alias)
+        allowed = self.allowed(principal.tenant)
+        if model is None or (allowed is not None and alias not in allowed):
+            raise GatewayError(404, f"The model '{alias}' does not exist or you do not have "
+                               "access to it.", param="model", code="model_not_found",
+                               type_="invalid_request_error")
+        items = body["documents"]
+        if len(items) > self.config.max_documents:
+            raise invalid(f"'documents' has {len(items)} documents; at most "
+                          f"{self.config.max_documents} are accepted.", param="documents",
+                          code="too_many_documents")
+        dup = duplicate_id(items)
+        if dup is not None:
+            raise invalid(f"'documents[{dup}].id' repeats the id {items[dup]['id']!r}",
+                          param=f"documents[{dup}].id", code="invalid_value")
+        raw = body.get("options") or {}
+        if raw.get("placement") is not None:
+            raise invalid("'options.placement' applies to chat requests only",
+                          param="options.placement", code="invalid_value")
+        opts = options(raw)
+        docs = documents(items)
+        if opts.rank == "scores" and not has_all_scores(docs):
+            raise invalid("'options.rank' is 'scores' but not every document has a score",
+                          param="options.rank", code="invalid_value")
+        query = body.get("query")
+        if query is None:
+            query = user_turn(body.get("messages"))
+        packed = self.packer.pack(query, docs, body["budget_tokens"],
+                                  lambda t: self.count_text(model, t), opts)
+        return web.Response(body=orjson.dumps({"object": "context.pack", "model": alias,
+                                               **packed_json(packed)}),
+                            content_type="application/json")

@@ -1,0 +1,66 @@
+"""Each document's text reduced once to what ranking and deduplication read, and a
+bounded cache of it (retrieved chunks come back request after request).
+
+A unit (``context/text.py``) is held as its string hash. Python salts string hashes
+per process, which is harmless here: a hash only has to be equal for equal units
+within the process; every decision is made on exact sets and counts (near duplicates
+are confirmed on the exact shingle sets, ``context/minhash.py``), so collisions aside
+(64 bits) the results do not depend on the salt.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from tokenplane.context.minhash import U64Array, shingle_hashes, signature
+from tokenplane.context.text import units
+
+IntArray = npt.NDArray[np.int64]
+DEFAULT_ENTRIES = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    units: IntArray  # the hash of each unit, in order
+    shingles: U64Array  # the distinct shingle hashes, sorted
+    signature: U64Array  # the MinHash signature (``minhash.BINS`` minima)
+    key: int  # equal for texts with equal units (the exact-duplicate key)
+
+
+def analyse(text: str) -> Analysis:
+    us = units(text)
+    hashes = np.fromiter(map(hash, us), np.int64, len(us))
+    sh = shingle_hashes(hashes)
+    return Analysis(hashes, sh, signature(sh), hash(tuple(us)))
+
+
+class AnalysisCache:
+    """The analyses of recent texts, least recently used out first; safe to share
+    between threads (the table is touched under a lock, never while analysing)."""
+
+    def __init__(self, max_entries: int = DEFAULT_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, Analysis] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, text: str) -> Analysis:
+        with self._lock:
+            found = self._entries.get(text)
+            if found is not None:
+                self._entries.move_to_end(text)
+                self.hits += 1
+                return found
+        found = analyse(text)
+        with self._lock:
+            self.misses += 1
+            self._entries[text] = found
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return found

@@ -1,0 +1,68 @@
+"""BM25 relevance of each document to the user's turn (Okapi BM25, k1 = 1.2,
+b = 0.75, Lucene's idf ln(1 + (N - df + 0.5) / (df + 0.5)), never negative). Terms
+are units (``context/text.py``) and, for Chinese and Japanese, also the bigrams of
+adjacent characters (as Lucene's CJK analyzer does), so a two-character word of the
+question counts as a word and not only as two common characters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tokenplane.context.text import is_cjk, units
+
+K1 = 1.2
+B = 0.75
+_PAIR = np.int64(0x100000001B3)
+
+
+def _pairs(h: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    with np.errstate(over="ignore"):
+        out: npt.NDArray[np.int64] = h[:-1] * _PAIR + h[1:]
+    return out
+
+
+def _tf(values: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.float64], keys: npt.NDArray[np.int64],
+        mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float64]:
+    """Occurrences of each key in each document: one vectorised comparison of every
+    position with every key, summed over each document's slice."""
+    eq = values[None, :] == keys[:, None]
+    if mask is not None:
+        eq &= mask[None, :]
+    if not len(values):
+        return np.zeros((len(keys), len(starts)))
+    counts = np.add.reduceat(eq.astype(np.int32), np.minimum(starts, len(values) - 1), axis=1)
+    counts[:, lengths == 0] = 0  # reduceat gives an empty slice its first element
+    return counts.astype(np.float64)
+
+
+def bm25_scores(docs: Sequence[npt.NDArray[np.int64]], query: str) -> list[float]:
+    """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)."""
+    n = len(docs)
+    qs = units(query)
+    if n == 0 or not qs:
+        return [0.0] * n
+    uni = sorted({hash(u) for u in qs})
+    q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
+    cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
+    bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
+    lengths = np.fromiter((len(d) for d in docs), np.float64, n)
+    avgdl = float(lengths.mean()) or 1.0
+    norm = K1 * (1 - B + B * lengths / avgdl)
+    flat = np.concatenate(docs)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1].astype(np.int64), out=starts[1:])
+    tf = _tf(flat, starts, lengths, np.asarray(uni, np.int64))
+    if bi and len(flat) > 1:
+        same = np.ones(len(flat) - 1, bool)  # a pair within one document
+        ends = (starts + lengths.astype(np.int64))[:-1] - 1
+        same[ends[(ends >= 0) & (ends < len(same))]] = False
+        tf = np.concatenate([tf, _tf(_pairs(flat), starts, lengths,
+                                     np.asarray(bi, np.int64), same)])
+    df = (tf > 0).sum(axis=1)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    scores = (idf[:, None] * tf * (K1 + 1) / (tf + norm[None, :])).sum(axis=0)
+    return [float(s) for s in scores]

@@ -1,0 +1,258 @@
+"""Packing retrieved documents into a token budget (docs/CONTEXT.md).
+
+``ContextPacker().pack(query, documents, budget, count)`` with ``count`` the model's
+exact token count of a text:
+
+1. count every document (``offered``); an empty one is dropped (``empty``);
+2. rank: the given scores when every document has one (``rank: auto``), else the
+   plugged-in :class:`Ranker` (an embedding model), else BM25 against ``query``
+   (``context/bm25.py``); ties keep the given order;
+3. in rank order, keep a document whole if it fits what is left of the budget,
+   unless it repeats one already kept: ``duplicate`` (the same units: case, spacing
+   and punctuation aside) or ``near_duplicate`` (Jaccard similarity of shingles at or
+   above the threshold, ``context/minhash.py``); pass over one that does not fit
+   (smaller, lower-ranked ones may still fit);
+4. fill what is left with the best passed-over document that repeats none kept, cut
+   after the last sentence that fits (``context/text.py``: Latin and CJK sentence
+   ends); the other passed-over ones are dropped as duplicates of a kept document
+   (looked for all at once) or for the ``budget``;
+5. lay the kept documents out in rank or given order, numbered ``[1]``, ``[2]``... in
+   the order they appear, and count the block exactly: while it is over the budget
+   (token merges across the pieces' joins can differ from the sum of their counts),
+   the cut document, then the lowest-ranked kept one, is taken out again. The block
+   is never over the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenplane.context.analysis import Analysis, AnalysisCache
+from tokenplane.context.bm25 import bm25_scores
+from tokenplane.context.documents import (
+    Document,
+    Dropped,
+    Kept,
+    Packed,
+    PackOptions,
+    Ranker,
+)
+from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
+from tokenplane.context.text import sentence_ends
+
+Count = Callable[[str], int]
+SEPARATOR = "\n\n"
+DEFAULT_OPTIONS = PackOptions()
+
+
+@dataclass(slots=True)
+class _Chosen:
+    index: int
+    rank: int
+    text: str
+    tokens: int
+    truncated: bool = False
+
+
+def _piece(doc: Document, marker: int, text: str) -> str:
+    src = f"({doc.source}) " if doc.source else ""
+    return f"[{marker}] {src}{text}"
+
+
+def has_all_scores(documents: Sequence[Document]) -> bool:
+    return bool(documents) and all(d.score is not None for d in documents)
+
+
+class _KeptSignatures:
+    """The MinHash signatures of the documents kept so far, as one array."""
+
+    __slots__ = ("index", "sigs")
+
+    def __init__(self, n: int) -> None:
+        self.sigs = np.empty((n, BINS), np.uint64)
+        self.index: list[int] = []
+
+    def add(self, i: int, an: Analysis) -> None:
+        self.sigs[len(self.index)] = an.signature
+        self.index.append(i)
+
+    def near(self, ans: list[Analysis], floor: float) -> list[list[int]]:
+        """For each of ``ans``, the kept documents whose estimated similarity to it is
+        ``floor`` or more (one vectorised comparison for all of them)."""
+        if not self.index or not ans:
+            return [[] for _ in ans]
+        sigs = np.stack([a.signature for a in ans])
+        est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])
+        rows, cols = np.nonzero(est >= floor)
+        out: list[list[int]] = [[] for _ in ans]
+        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            out[r].append(self.index[c])
+        return out
+
+
+class ContextPacker:
+    """``ranker`` replaces BM25 when the documents carry no scores; ``cache`` keeps
+    the analyses of texts seen recently (``context/analysis.py``)."""
+
+    __slots__ = ("cache", "ranker")
+
+    def __init__(self, ranker: Ranker | None = None, cache: AnalysisCache | None = None
+                 ) -> None:
+        self.ranker = ranker
+        self.cache = cache if cache is not None else AnalysisCache()
+
+    def rank(self, query: str, documents: Sequence[Document], analyses: list[Analysis],
+             options: PackOptions) -> list[int]:
+        """Document indices, most relevant first (stable)."""
+        n = len(documents)
+        if options.rank == "scores" or (options.rank == "auto" and has_all_scores(documents)):
+            if not has_all_scores(documents):
+                raise ValueError("ranking by scores needs a score on every document")
+            scores = [float(d.score) for d in documents]  # type: ignore[arg-type]
+        elif options.rank == "auto" and self.ranker is not None:
+            scores = self.ranker.scores(query, [d.text for d in documents])
+        else:
+            scores = bm25_scores([a.units for a in analyses], query)
+        return sorted(range(n), key=lambda i: (-scores[i], i))
+
+    def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
+             options: PackOptions = DEFAULT_OPTIONS) -> Packed:
+        docs = list(documents)
+        counts = [count(d.text) for d in docs]
+        offered = sum(counts)
+        an = [self.cache.get(d.text) for d in docs]
+        order = self.rank(query, docs, an, options)
+        rank_of = {i: r for r, i in enumerate(order)}
+        threshold = options.near_duplicate_threshold
+        kept_sigs = _KeptSignatures(len(docs))
+        dropped: list[Dropped] = []
+        chosen: list[_Chosen] = []
+        by_key: dict[int, int] = {}  # exact-duplicate key -> kept index
+        passed: list[int] = []  # did not fit whole, in rank order
+        wide = str(max(len(docs), 1))
+        sep_cost = count(SEPARATOR) if budget > 0 else 0
+        header = options.header.strip()
+        used = count(header) if header else 0
+        overhead: dict[str | None, int] = {}
+
+        def cost(i: int) -> int:
+            src = docs[i].source
+            found = overhead.get(src)
+            if found is None:
+                found = overhead[src] = sep_cost + count(_piece(docs[i], int(wide), ""))
+            return found
+
+        def duplicates(ixs: list[int]) -> list[Dropped | None]:
+            """Whether each of ``ixs`` repeats a kept document (and which)."""
+            if not options.dedup or not chosen:
+                return [None] * len(ixs)
+            near = kept_sigs.near([an[i] for i in ixs], threshold - MARGIN)
+            out: list[Dropped | None] = []
+            for i, candidates in zip(ixs, near, strict=True):
+                j = by_key.get(an[i].key)
+                if j is not None:
+                    out.append(Dropped(docs[i].id, i, "duplicate", counts[i], docs[j].id))
+                    continue
+                out.append(next((Dropped(docs[i].id, i, "near_duplicate", counts[i],
+                                         docs[j].id) for j in candidates
+                                 if jaccard(an[i].shingles, an[j].shingles) >= threshold),
+                                None))
+            return out
+
+        def duplicate_of(i: int) -> Dropped | None:
+            return duplicates([i])[0]
+
+        for r, i in enumerate(order):
+            if not len(an[i].units) and not docs[i].text.strip():
+                dropped.append(Dropped(docs[i].id, i, "empty", counts[i]))
+                continue
+            need = counts[i] + cost(i) + (0 if chosen or not header else sep_cost)
+            if used + need > budget:
+                passed.append(i)  # its duplicates are looked for below, all at once
+                continue
+            dup = duplicate_of(i)
+            if dup is not None:
+                dropped.append(dup)
+                continue
+            chosen.append(_Chosen(i, r, docs[i].text, counts[i]))
+            by_key.setdefault(an[i].key, i)
+            kept_sigs.add(i, an[i])
+            used += need
+        cut: int | None = None
+        if options.truncate and passed:
+            cut = self._cut(docs, counts, passed, chosen, duplicate_of, budget - used,
+                            cost, sep_cost if header and not chosen else 0, count, rank_of)
+            if cut is not None:
+                by_key.setdefault(an[cut].key, cut)
+                kept_sigs.add(cut, an[cut])
+        rest = [i for i in passed if i != cut]
+        for i, dup in zip(rest, duplicates(rest), strict=True):
+            dropped.append(dup if dup is not None
+                           else Dropped(docs[i].id, i, "budget", counts[i]))
+        return self._lay_out(docs, counts, chosen, dropped, header, budget, count, options,
+                             offered)
+
+    def _cut(self, docs: list[Document], counts: list[int], passed: list[int],
+             chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
+             room: int, cost: Callable[[int], int], lead: int, count: Count,
+             rank_of: dict[int, int]) -> int | None:
+        """Cuts the best passed-over document after its last sentence that fits
+        ``room``; returns its index (None when none fits)."""
+        for i in passed:
+            if duplicate_of(i) is not None:
+                continue
+            left = room - cost(i) - lead
+            if left <= 0:
+                return None
+            text = docs[i].text
+            ends = [e for e in sentence_ends(text) if e < len(text.rstrip())]
+            lo, hi, best = 0, len(ends) - 1, -1
+            best_tokens = 0
+            while lo <= hi:  # the longest prefix of whole sentences that fits
+                mid = (lo + hi) // 2
+                n = count(text[:ends[mid]].rstrip())
+                if n <= left:
+                    best, best_tokens, lo = mid, n, mid + 1
+                else:
+                    hi = mid - 1
+            if best < 0:
+                continue  # not even its first sentence fits: try the next one
+            prefix = text[:ends[best]].rstrip()
+            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, counts[i]), True))
+            return i
+        return None
+
+    def _lay_out(self, docs: list[Document], counts: list[int], chosen: list[_Chosen],
+                 dropped: list[Dropped], header: str, budget: int, count: Count,
+                 options: PackOptions, offered: int) -> Packed:
+        while True:
+            if options.order == "original":
+                placed = sorted(chosen, key=lambda c: c.index)
+            else:
+                placed = sorted(chosen, key=lambda c: c.rank)
+            pieces = [_piece(docs[c.index], m, c.text) for m, c in enumerate(placed, 1)]
+            if pieces and header:
+                pieces.insert(0, header)
+            text = SEPARATOR.join(pieces)
+            tokens = count(text) if text else 0
+            if tokens <= budget:
+                break
+            # over by the joins: take out the cut document, else the lowest-ranked one
+            out = next((c for c in chosen if c.truncated), None) \
+                or max(chosen, key=lambda c: c.rank)
+            chosen.remove(out)
+            dropped.append(Dropped(docs[out.index].id, out.index, "budget",
+                                   counts[out.index]))
+        kept: list[Kept] = []
+        citations: dict[str, str] = {}
+        for m, c in enumerate(placed, 1):
+            doc = docs[c.index]
+            kept.append(Kept(doc.id, m, c.index, c.tokens, c.truncated))
+            citations[str(m)] = doc.id
+            if c.truncated:
+                dropped.append(Dropped(doc.id, c.index, "truncated", counts[c.index] - c.tokens))
+        dropped.sort(key=lambda d: d.index)
+        return Packed(text, tokens, citations, kept, dropped, offered)

@@ -1,0 +1,46 @@
+"""Text units for ranking and near-duplicate detection, and sentence boundaries.
+
+A *unit* is a lower-cased word in space-delimited scripts (Latin, Cyrillic, Greek,
+Hangul, ...) and one character in Chinese and Japanese, which put no spaces between
+words: a Chinese character is close to a morpheme, so character units (and their
+bigrams for ranking, as Lucene's CJK analyzer does) stand in for words without a
+segmenter's dictionary.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Han (with extensions A and the compatibility block), kana; Hangul is space-delimited
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+UNIT_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
+_CJK_RE = re.compile(f"[{_CJK}]")
+
+# a sentence ends with . ! ? ; … (and their full-width forms), closing quotes or
+# brackets may follow; Latin ends need whitespace after them, CJK ends do not
+_SENTENCE_END = re.compile(
+    r"(?:[.!?…]+[\"'”’)\]]*(?=\s)|[。！？；…]+[」』”’）)\]]*)\s*"
+)
+
+
+_ASCII_SEPARATORS = str.maketrans(
+    {c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"})
+
+
+def units(text: str) -> list[str]:
+    """The text's units in order (see module doc). ASCII text takes a fast path with
+    the same result (punctuation to spaces, then ``str.split``: 5-10 times faster
+    than the regular expression)."""
+    if text.isascii():
+        return text.lower().translate(_ASCII_SEPARATORS).split()
+    return UNIT_RE.findall(text.lower())
+
+
+def is_cjk(unit: str) -> bool:
+    return len(unit) == 1 and _CJK_RE.match(unit) is not None
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Offsets just past each sentence end (trailing whitespace included), ascending;
+    the text's end is not included unless a sentence ends there."""
+    return [m.end() for m in _SENTENCE_END.finditer(text)]
