@@ -76,6 +76,9 @@ class UsageEvent:
     history_dropped_tokens: int = 0
     overflow: str | None = None  # "trim_history" | "fallback"
     overflow_from: str | None = None  # the alias asked for, on a fallback
+    # the upstream's finish_reason of the answer (first choice that ended; "length" if
+    # any choice hit max_tokens), None when none came back (migration 10, the advisor)
+    finish_reason: str | None = None
 
     @classmethod
     def from_counts(

@@ -169,6 +169,7 @@ class MeterFinisher:
             model_version=ctx.model_version,
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
+            finish_reason=ctx.finish_reason if ctx.upstream_start is not None else None,
         )
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent

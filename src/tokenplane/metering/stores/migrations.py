@@ -182,14 +182,64 @@ def _v5(dialect: int) -> tuple[str, ...]:
     return tuple(col(name, kind) for name, kind in _EVENT_COLUMNS_V5)
 
 
+# v10: the optimisation advisor (docs/ADVICE.md): each answer's finish_reason; one
+# rollup row per (day, tenant, app, alias, model version, template, currency) with the
+# sums the advisor reads (advice_rollups, upserted with the events like usage_rollups);
+# and the scores clients record with POST /v1/feedback (one per tenant and request).
+_EVENT_COLUMNS_V10: tuple[tuple[str, str], ...] = (("finish_reason", "text?"),)
+_ADVICE_MEASURES_V10: tuple[str, ...] = (
+    "requests", "errors", "answers", "answer_output_tokens", "answer_output_sq",
+    "length_finishes", "length_output_tokens", "input_tokens", "cached_input_tokens",
+    "cache_write_tokens", "output_tokens", "input_system", "input_history",
+    "input_context", "input_tools", "cost_micros", "context_offered_tokens",
+    "context_kept_tokens", "history_dropped_tokens",
+)
+
+
+def _v10(dialect: int) -> tuple[str, ...]:
+    integer, real = _T["int"][dialect], _T["real"][dialect]
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _ADVICE_MEASURES_V10)
+    return (
+        *(f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+          for name, kind in _EVENT_COLUMNS_V10),
+        f"""CREATE TABLE advice_rollups (
+  bucket {integer} NOT NULL,
+  tenant TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  template TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  {measures},
+  PRIMARY KEY (bucket, tenant, app, model, version, template, currency)
+)""",
+        "CREATE INDEX advice_rollups_tenant ON advice_rollups (tenant, bucket)",
+        f"""CREATE TABLE feedback (
+  tenant TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  score {real} NOT NULL,
+  comment TEXT,
+  labels TEXT NOT NULL,
+  request_ts {real} NOT NULL,
+  created_at {real} NOT NULL,
+  PRIMARY KEY (tenant, request_id)
+)""",
+        "CREATE INDEX feedback_app ON feedback (tenant, app, model, request_ts)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)))
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (10, _v10(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)))
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (10, _v10(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
-    + _EVENT_COLUMNS_V5
+    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V10
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tokenplane.metering.advice_rollups import advice_rows, upsert_advice_sql
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.rollups import (
     fingerprint_rows,
@@ -34,6 +35,7 @@ _INSERT_EVENT = (
 )
 _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
+_UPSERT_ADVICE = upsert_advice_sql(lambda _: "?")
 
 
 def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
@@ -150,6 +152,7 @@ class SqliteSink:
                 fps = fingerprint_rows(inserted)
                 if fps:
                     cur.executemany(_UPSERT_FINGERPRINTS, fps)
+                cur.executemany(_UPSERT_ADVICE, advice_rows(inserted))
             cur.execute("COMMIT")
         except BaseException:
             if self.con.in_transaction:

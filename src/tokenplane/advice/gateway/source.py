@@ -1,0 +1,149 @@
+"""The advisor's shell: reads the aggregates from the ledger and runs the pure advisor.
+
+It reads ``advice_rollups`` (day buckets: ``since`` is rounded down to its day), the
+``feedback`` sums, and the newest price table the meter stored (``price_versions``).
+Tool-output bloat needs the agent-sessions columns (ledger migration 6); when the
+ledger has them, their sums come from the events of the window (a bounded aggregate
+over ``usage_events``, indexed by time); when it has not, the kind is reported as not
+evaluated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from tokenplane.advice.advisor import KINDS, advise
+from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresholds, Window
+from tokenplane.metering.advice_rollups import ADVICE_MEASURES, DAY_S
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.feedback import feedback_sums
+from tokenplane.metering.pricing import PriceBook
+from tokenplane.metering.stores.base import LedgerSink
+
+DEFAULT_WINDOW_S = 30 * DAY_S
+_DIMS = "bucket, tenant, app, model, version, template, currency"
+WAITING_ON_SESSIONS = ("needs the agent-sessions ledger columns (tool_output_tokens, "
+                       "migration 6), which this ledger does not have yet")
+
+
+def _window(since: float | None, until: float | None, now: float) -> tuple[float, float]:
+    hi = now if until is None else until
+    lo = hi - DEFAULT_WINDOW_S if since is None else since
+    return lo, hi
+
+
+async def advice_rows(sink: LedgerSink, lo: float, hi: float,
+                      tenant: str | None) -> list[Aggregate]:
+    clauses = ["bucket >= ?", "bucket < ?"]
+    params: list[Any] = [lo // DAY_S * DAY_S, hi]
+    if tenant is not None:
+        clauses.append("tenant = ?")
+        params.append(tenant)
+    sql = (f"SELECT {_DIMS}, {', '.join(ADVICE_MEASURES)} FROM advice_rollups "
+           f"WHERE {' AND '.join(clauses)}")
+    out = []
+    for row in await sink.fetch(sql, params):
+        agg = Aggregate()
+        for k, v in row.items():
+            setattr(agg, k, v if isinstance(v, str) else int(v))
+        out.append(agg)
+    return out
+
+
+async def _has_column(sink: LedgerSink, table: str, column: str) -> bool:
+    if sink.dialect == "sqlite":
+        rows = await sink.fetch(f"SELECT name FROM pragma_table_info('{table}')")
+    else:
+        rows = await sink.fetch(
+            "SELECT column_name AS name FROM information_schema.columns "
+            "WHERE table_name = ? AND table_schema = current_schema()", [table])
+    return any(r["name"] == column for r in rows)
+
+
+async def tool_output_rows(sink: LedgerSink, lo: float, hi: float,
+                           tenant: str | None) -> list[Aggregate]:
+    """Tool-result sums per (tenant, app, alias, currency) of the window's events."""
+    clauses = ["ts >= ?", "ts < ?", "tool_output_tokens > 0"]
+    params: list[Any] = [lo, hi]
+    if tenant is not None:
+        clauses.append("tenant = ?")
+        params.append(tenant)
+    rows = await sink.fetch(
+        "SELECT tenant, app, model, currency, CAST(SUM(tool_output_tokens) AS BIGINT) AS t, "
+        "CAST(SUM(tool_output_removed) AS BIGINT) AS r FROM usage_events "
+        f"WHERE {' AND '.join(clauses)} GROUP BY tenant, app, model, currency", params)
+    return [Aggregate(tenant=r["tenant"], app=r["app"], model=r["model"],
+                      currency=r["currency"], tool_output_tokens=int(r["t"] or 0),
+                      tool_output_removed=int(r["r"] or 0)) for r in rows]
+
+
+async def latest_prices(sink: LedgerSink) -> PriceBook:
+    rows = await sink.fetch("SELECT price_table FROM price_versions "
+                            "ORDER BY first_seen DESC, version LIMIT 1")
+    if not rows:
+        return PriceBook.empty()
+    return PriceBook(orjson.loads(rows[0]["price_table"]))
+
+
+def rates_of(book: PriceBook) -> Callable[[str], Rates]:
+    cache: dict[str, Rates] = {}
+
+    def rates(alias: str) -> Rates:
+        got = cache.get(alias)
+        if got is None:
+            price = book.model_price(UsageEvent("", 0, 0.0, model=alias))
+            if price is None:
+                got = Rates()
+            else:
+                b = price.base
+                got = Rates(b.input, b.cached_input, b.cache_write, b.output)
+            cache[alias] = got
+        return got
+
+    return rates
+
+
+async def gather_advice(sink: LedgerSink, *, since: float | None = None,
+                        until: float | None = None, tenant: str | None = None,
+                        now: float | None = None, thresholds: Thresholds | None = None,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The advice document (docs/ADVICE.md) for ``tenant`` (None: every tenant)."""
+    say = progress or (lambda _: None)
+    now = time.time() if now is None else now
+    lo, hi = _window(since, until, now)
+    say("reading advice rollups")
+    rows = await advice_rows(sink, lo, hi, tenant)
+    missing: dict[str, str] = {}
+    if await _has_column(sink, "usage_events", "tool_output_tokens"):
+        say("summing tool outputs of the window's events")
+        rows += await tool_output_rows(sink, lo, hi, tenant)
+    else:
+        missing["tool_output_bloat"] = WAITING_ON_SESSIONS
+    say("reading feedback and prices")
+    feedback = [FeedbackAggregate(r["tenant"], r["app"], r["model"], int(r["n"]),
+                                  float(r["total"] or 0))
+                for r in await feedback_sums(sink, lo, hi, tenant)]
+    book = await latest_prices(sink)
+    first = min((r.bucket for r in rows if r.requests), default=None)
+    start = lo // DAY_S * DAY_S  # the rollups hold whole days
+    effective = Window(max(start, float(first)) if first is not None else start, min(hi, now))
+    say(f"analysing {len(rows)} aggregate rows")
+    result = advise(rows, feedback, rates_of(book), effective, thresholds, missing)
+    findings = [f.as_dict() for f in result.findings]
+    total_micros = sum(f.cost_micros_per_month for f in result.findings)
+    return {
+        "object": "advice", "tenant": tenant, "since": lo, "until": hi,
+        "window_days": round(effective.days, 2), "generated_at": now,
+        "currency": book.currency, "price_version": book.version,
+        "kinds": list(KINDS), "findings": findings,
+        "total": {"findings": len(findings),
+                  "tokens_per_month": sum(f.tokens_per_month for f in result.findings),
+                  "cost_micros_per_month": total_micros,
+                  "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
+        "not_evaluated": result.not_evaluated,
+    }
