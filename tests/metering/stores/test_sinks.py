@@ -58,9 +58,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2, 3, 4, 5]]  # exactly one of them ran each migration
+        assert applied == [[], [1, 2, 3, 4, 5, 10]]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 5
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 6
     finally:
         await first.close()
         await second.close()
@@ -80,6 +80,7 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
 V5_COLUMNS = ("context_offered_tokens", "context_kept_tokens", "context_dropped_tokens",
               "context_dropped", "history_dropped_messages", "history_dropped_tokens",
               "overflow", "overflow_from")
+V10_COLUMNS = ("finish_reason",)
 
 
 async def _old_ledger(sink_target: str, monkeypatch: pytest.MonkeyPatch, migrations_done: int,
@@ -110,10 +111,10 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
-                      ("slo_class", "prefix_segments", *V5_COLUMNS))
+                      ("slo_class", "prefix_segments", *V5_COLUMNS, *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2, 3, 4, 5]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [2, 3, 4, 5, 10]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
@@ -130,10 +131,10 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments", *V5_COLUMNS))
+                      ("prefix_segments", *V5_COLUMNS, *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [4, 5]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [4, 5, 10]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1, slo_class="batch")
         assert row_event(rows[0]).prefix_segments is None
@@ -150,10 +151,10 @@ async def test_a_v4_ledger_gains_the_context_columns(
     """A ledger written before migration 5 keeps its rows (zero context tokens, no
     overflow); new rows carry the packing and overflow figures."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
-                      V5_COLUMNS)
+                      (*V5_COLUMNS, *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [5, 10]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old == make_event(1, prefix_segments="[[1,2]]")
@@ -166,5 +167,36 @@ async def test_a_v4_ledger_gains_the_context_columns(
         await sink.write([new])
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
         assert row_event(rows[0]) == new
+    finally:
+        await sink.close()
+
+
+async def test_a_v5_ledger_gains_the_advice_tables(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 10 keeps its rows (no finish reason); new rows
+    carry theirs and fill the advice rollups; the feedback table takes scores."""
+    await _old_ledger(sink_target, monkeypatch, 5, make_event(1), V10_COLUMNS)
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [10]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        assert row_event(rows[0]) == make_event(1)
+        assert row_event(rows[0]).finish_reason is None
+        new = [make_event(i, finish_reason="length", upstream_start_ts=1.0,
+                          model_version="v2", system_fingerprint="fp") for i in (2, 5)]
+        assert await sink.write(new) == 2
+        assert await sink.write(new) == 0  # a replay adds nothing to the rollups
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
+        assert row_event(rows[0]) == new[0]
+        sums = await sink.fetch(
+            "SELECT tenant, app, version, template, requests, answers, length_finishes, "
+            "answer_output_sq FROM advice_rollups ORDER BY app")
+        assert sums == [{"tenant": "t2", "app": "app0", "version": "v2", "template": "fp",
+                         "requests": 1, "answers": 1, "length_finishes": 1,
+                         "answer_output_sq": 49},
+                        {"tenant": "t2", "app": "app1", "version": "v2", "template": "fp",
+                         "requests": 1, "answers": 1, "length_finishes": 1,
+                         "answer_output_sq": 49}]
     finally:
         await sink.close()
