@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,15 @@ def test_bad_advice_parameters_are_400(traffic: Traffic, params: dict[str, str])
     resp = traffic.get("admin", **params)
     assert resp.status_code == 400, resp.text
     assert resp.json()["error"]["param"] in ("since", "until")
+
+
+def test_advice_is_kept_for_a_minute(traffic: Traffic) -> None:
+    since = str(int(time.time()) - 2 * 86400)  # one window to the minute for both asks
+    first = traffic.get("admin", since=since).json()
+    again = traffic.get("admin", since=since).json()
+    assert again["generated_at"] == first["generated_at"]  # from the worker's memory
+    other = traffic.get("admin", since="3d").json()  # another window is computed anew
+    assert other["generated_at"] > first["generated_at"]
 
 
 def test_advice_needs_a_key(traffic: Traffic) -> None:

@@ -16,6 +16,7 @@ from tokenplane.advice.model import (
     Window,
 )
 from tokenplane.advice.rightsizing import right_sizing
+from tokenplane.advice.rows import alias_key, group
 from tokenplane.advice.templates import template_waste
 from tokenplane.advice.verbose import verbose_outputs
 from tokenplane.advice.versions import version_efficiency
@@ -41,17 +42,22 @@ def advise(rows: Sequence[Aggregate], feedback: Iterable[FeedbackAggregate],
     th = thresholds or Thresholds()
     skip = dict(missing or {})
     found: list[Finding] = []
-    simple = {
-        "template_waste": template_waste, "cacheable_prefixes": cacheable_prefixes,
-        "verbose_outputs": verbose_outputs, "version_efficiency": version_efficiency,
-        "context_dropped": context_kept, "history_growth": history_growth,
-        "tool_output_bloat": tool_output_bloat,
+    # the analyses by app and alias read these sums (summed once; each analysis groups
+    # again, which on rows of one alias each costs a copy per row)
+    per_alias = list(group(rows, alias_key).values())
+    analyses = {
+        "template_waste": (template_waste, rows), "version_efficiency":
+        (version_efficiency, rows), "cacheable_prefixes": (cacheable_prefixes, per_alias),
+        "verbose_outputs": (verbose_outputs, per_alias),
+        "context_dropped": (context_kept, per_alias),
+        "history_growth": (history_growth, per_alias),
+        "tool_output_bloat": (tool_output_bloat, per_alias),
     }
-    for kind, analyse in simple.items():
+    for kind, (analyse, data) in analyses.items():
         if kind not in skip:
-            found.extend(analyse(rows, rates, window, th))
+            found.extend(analyse(data, rates, window, th))
     if "right_sizing" not in skip:
-        found.extend(right_sizing(rows, feedback, rates, window, th))
+        found.extend(right_sizing(per_alias, feedback, rates, window, th))
     found.sort(key=lambda f: (-f.cost_micros_per_month, -f.tokens_per_month, f.kind,
                               f.tenant, f.app, f.model, f.title))
     return Advice(found, skip)

@@ -19,21 +19,9 @@ from tokenplane.advice.rows import alias_key, evidence_query, group
 
 def cacheable_prefixes(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
                        window: Window, th: Thresholds) -> list[Finding]:
-    rows = list(rows)
-    per_day = group((r for r in rows if r.template),
-                    lambda r: (*alias_key(r), r.template, r.bucket))
-    repeated: dict[tuple[str, str, str], float] = {}
-    writes: dict[tuple[str, str, str], float] = {}
-    for (tenant, app, model, _, _), row in per_day.items():
-        if row.requests < 1:
-            continue
-        first = row.input_system / row.requests
-        key = (tenant, app, model)
-        repeated[key] = repeated.get(key, 0.0) + row.input_system - first
-        writes[key] = writes.get(key, 0.0) + first
     out: list[Finding] = []
-    for key, total in group(rows, alias_key).items():
-        rep = repeated.get(key, 0.0)
+    for total in group(rows, alias_key).values():
+        rep, writes = total.prefix_repeat_tokens, total.prefix_write_tokens
         if total.requests < th.min_requests or total.input_tokens <= 0 or rep <= 0:
             continue
         share = rep / total.input_tokens
@@ -43,7 +31,7 @@ def cacheable_prefixes(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
             continue
         r = rates(total.model)
         read_gain = micros(window.per_month(uncached), r.input - r.cached_input)
-        premium = micros(window.per_month(writes.get(key, 0.0)),
+        premium = micros(window.per_month(writes),
                          max(r.cache_write - r.input, Decimal(0)))
         money = max(0, read_gain - premium)
         discounted = r.cached_input < r.input
@@ -65,7 +53,7 @@ def cacheable_prefixes(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
                     "prompt_tokens": total.input_tokens, "repeated_prefix_tokens": int(rep),
                     "cacheable_share": round(share, 4),
                     "already_cached_tokens": total.cached_input_tokens,
-                    "cache_write_tokens": int(writes.get(key, 0.0)),
+                    "cache_write_tokens": writes,
                     "cached_input_price": str(r.cached_input), "input_price": str(r.input),
                     "cache_write_price": str(r.cache_write),
                 }},

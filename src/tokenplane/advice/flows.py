@@ -45,25 +45,18 @@ def history_growth(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
                    window: Window, th: Thresholds) -> list[Finding]:
     """Apps whose prompts are mostly conversation history. The saving assumes history
     trimmed to half its average size (``on_overflow: trim_history`` or a summary)."""
-    rows = list(rows)
-    days = group(rows, lambda r: (*alias_key(r), r.bucket))
     out: list[Finding] = []
-    for key, row in group(rows, alias_key).items():
+    for row in group(rows, alias_key).values():
         if row.requests < th.min_requests or row.input_tokens <= 0:
             continue
         share = row.input_history / row.input_tokens
         tokens = int(window.per_month(row.input_history / 2))
         if share < th.history_share or tokens < th.min_tokens_per_month:
             continue
-        series = sorted((k[3], d) for k, d in days.items() if k[:3] == key)
-        half = len(series) // 2
-        first = group((d for _, d in series[:half]), lambda _: 0).get(0)
-        last = group((d for _, d in series[half:]), lambda _: 0).get(0)
         growth = None
-        if first is not None and last is not None and first.requests and last.requests \
-                and first.input_history:
-            growth = round((last.input_history / last.requests)
-                           / (first.input_history / first.requests), 2)
+        if row.early_requests and row.late_requests and row.early_history:
+            growth = round((row.late_history / row.late_requests)
+                           / (row.early_history / row.early_requests), 2)
         out.append(Finding(
             kind="history_growth", tenant=row.tenant, app=row.app, model=row.model,
             title=(f"{share:.0%} of the prompt tokens of app '{row.app}' on '{row.model}' "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from decimal import ROUND_HALF_UP, Decimal
+from operator import attrgetter
 from typing import Any
 
 MONTH_S = 30 * 86400
@@ -42,16 +43,27 @@ class Aggregate:
     history_dropped_tokens: int = 0
     tool_output_tokens: int = 0  # agent sessions' tool results (needs ledger v6)
     tool_output_removed: int = 0
+    # per day and template, the system tokens of every request but the first (which
+    # writes a cache) and of the first: summed over days, what a prefix cache could
+    # serve and the writes it would pay (see caching.py); 0 without a template
+    prefix_repeat_tokens: int = 0
+    prefix_write_tokens: int = 0
+    # requests and history tokens of the earlier and later half of the data's days
+    early_requests: int = 0
+    early_history: int = 0
+    late_requests: int = 0
+    late_history: int = 0
 
     def add(self, other: Aggregate) -> None:
-        for name in MEASURES:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name, a, b in zip(MEASURES, _MEASURES_OF(self), _MEASURES_OF(other), strict=True):
+            setattr(self, name, a + b)
 
 
 DIMENSIONS: tuple[str, ...] = (
     "tenant", "app", "model", "version", "template", "bucket", "currency")
 MEASURES: tuple[str, ...] = tuple(
     f.name for f in fields(Aggregate) if f.name not in DIMENSIONS)
+_MEASURES_OF = attrgetter(*MEASURES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import replace
+from copy import copy
 from typing import TypeVar
 
 from tokenplane.advice.model import Aggregate
@@ -12,15 +12,20 @@ K = TypeVar("K", bound=Hashable)
 
 
 def group(rows: Iterable[Aggregate], key: Callable[[Aggregate], K]) -> dict[K, Aggregate]:
-    """One summed row per key (dimensions of the first row of each group)."""
+    """One summed row per key (dimensions of the first row of each group). The rows
+    given are never changed: a group of one is that row itself, and a sum is a copy."""
     out: dict[K, Aggregate] = {}
+    copies: set[K] = set()
     for row in rows:
         k = key(row)
         cur = out.get(k)
         if cur is None:
-            out[k] = replace(row)
-        else:
-            cur.add(row)
+            out[k] = row
+            continue
+        if k not in copies:
+            cur = out[k] = copy(cur)
+            copies.add(k)
+        cur.add(row)
     return out
 
 

@@ -19,12 +19,19 @@ def _cap(mean: float, sd: float) -> int:
 def verbose_outputs(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
                     window: Window, th: Thresholds) -> list[Finding]:
     apps = {k: r for k, r in group(rows, alias_key).items() if r.answers >= th.min_requests}
+    fleet: dict[tuple[str, str], list[int]] = {}  # per (tenant, alias): apps, answers, output
+    for (tenant, _, model), r in apps.items():
+        acc = fleet.setdefault((tenant, model), [0, 0, 0])
+        acc[0] += 1
+        acc[1] += r.answers
+        acc[2] += r.answer_output_tokens
     out: list[Finding] = []
     for key, row in apps.items():
         mean, sd = per_answer(row), spread(row)
-        peers = [r for k, r in apps.items() if k[0] == key[0] and k[2] == key[2] and k != key]
-        peer_answers = sum(p.answers for p in peers)
-        peer_mean = (sum(p.answer_output_tokens for p in peers) / peer_answers
+        n_apps, all_answers, all_output = fleet[(key[0], key[2])]
+        peers = n_apps - 1
+        peer_answers = all_answers - row.answers
+        peer_mean = ((all_output - row.answer_output_tokens) / peer_answers
                      if peer_answers else 0.0)
         share = row.length_finishes / row.answers
         figures: dict[str, object] = {
@@ -54,7 +61,7 @@ def verbose_outputs(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
             if tokens < th.min_tokens_per_month:
                 continue
             cap = _cap(peer_mean * th.peer_ratio, 0.0)
-            figures.update(peer_apps=len(peers), peer_avg_output_tokens=round(peer_mean, 1),
+            figures.update(peer_apps=peers, peer_avg_output_tokens=round(peer_mean, 1),
                            ratio=round(mean / peer_mean, 2))
             out.append(Finding(
                 kind="verbose_outputs", tenant=row.tenant, app=row.app, model=row.model,

@@ -1,6 +1,7 @@
 """The advisor's shell: reads the aggregates from the ledger and runs the pure advisor.
 
-It reads ``advice_rollups`` (day buckets: ``since`` is rounded down to its day), the
+It reads ``advice_rollups`` summed over the window's days by the database (day
+buckets: ``since`` is rounded down to its day), the
 ``feedback`` sums, and the newest price table the meter stored (``price_versions``).
 Tool-output bloat needs the agent-sessions columns (ledger migration 6); when the
 ledger has them, their sums come from the events of the window (a bounded aggregate
@@ -10,6 +11,7 @@ evaluated.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from decimal import Decimal
@@ -26,7 +28,7 @@ from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.stores.base import LedgerSink
 
 DEFAULT_WINDOW_S = 30 * DAY_S
-_DIMS = "bucket, tenant, app, model, version, template, currency"
+_DIMS = "tenant, app, model, version, template, currency"
 WAITING_ON_SESSIONS = ("needs the agent-sessions ledger columns (tool_output_tokens, "
                        "migration 6), which this ledger does not have yet")
 
@@ -37,20 +39,57 @@ def _window(since: float | None, until: float | None, now: float) -> tuple[float
     return lo, hi
 
 
-async def advice_rows(sink: LedgerSink, lo: float, hi: float,
-                      tenant: str | None) -> list[Aggregate]:
+def _where(lo: float, hi: float, tenant: str | None) -> tuple[str, list[Any]]:
     clauses = ["bucket >= ?", "bucket < ?"]
-    params: list[Any] = [lo // DAY_S * DAY_S, hi]
+    params: list[Any] = [int(lo // DAY_S * DAY_S), math.ceil(hi)]
     if tenant is not None:
         clauses.append("tenant = ?")
         params.append(tenant)
-    sql = (f"SELECT {_DIMS}, {', '.join(ADVICE_MEASURES)} FROM advice_rollups "
-           f"WHERE {' AND '.join(clauses)}")
+    return " AND ".join(clauses), params
+
+
+async def data_days(sink: LedgerSink, lo: float, hi: float,
+                    tenant: str | None) -> tuple[int, int] | None:
+    """The first and last day with traffic in the window (the rollups' key order)."""
+    where, params = _where(lo, hi, tenant)
+    rows = await sink.fetch(f"SELECT MIN(bucket) AS lo, MAX(bucket) AS hi FROM advice_rollups "
+                            f"WHERE {where}", params)
+    if not rows or rows[0]["lo"] is None:
+        return None
+    return int(rows[0]["lo"]), int(rows[0]["hi"])
+
+
+def _sum(expr: str, name: str) -> str:
+    return f"CAST(SUM({expr}) AS BIGINT) AS {name}"
+
+
+async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None,
+                      days: tuple[int, int]) -> list[Aggregate]:
+    """The window's rollups summed over its days per (tenant, app, alias, version,
+    template, currency), in the database; the per-day measures (prefix repeats and
+    writes, the two halves' history) are summed there too (their comments
+    in ``advice/model.py`` say what they are)."""
+    where, params = _where(lo, hi, tenant)
+    first, last = days
+    mid = first + ((last - first) // DAY_S + 1) // 2 * DAY_S
+    per_template = "CASE WHEN template <> '' AND requests > 0 THEN {} ELSE 0 END"
+    derived = [
+        _sum(per_template.format("input_system - input_system / requests"),
+             "prefix_repeat_tokens"),
+        _sum(per_template.format("input_system / requests"), "prefix_write_tokens"),
+        _sum("CASE WHEN bucket < ? THEN requests ELSE 0 END", "early_requests"),
+        _sum("CASE WHEN bucket < ? THEN input_history ELSE 0 END", "early_history"),
+        _sum("CASE WHEN bucket >= ? THEN requests ELSE 0 END", "late_requests"),
+        _sum("CASE WHEN bucket >= ? THEN input_history ELSE 0 END", "late_history"),
+    ]
+    sums = [_sum(m, m) for m in ADVICE_MEASURES]
+    sql = (f"SELECT {_DIMS}, {', '.join(sums + derived)} FROM advice_rollups "
+           f"WHERE {where} GROUP BY {_DIMS}")
     out = []
-    for row in await sink.fetch(sql, params):
+    for row in await sink.fetch(sql, [mid, mid, mid, mid, *params]):
         agg = Aggregate()
         for k, v in row.items():
-            setattr(agg, k, v if isinstance(v, str) else int(v))
+            setattr(agg, k, v if isinstance(v, str) else int(v or 0))
         out.append(agg)
     return out
 
@@ -117,7 +156,8 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
     now = time.time() if now is None else now
     lo, hi = _window(since, until, now)
     say("reading advice rollups")
-    rows = await advice_rows(sink, lo, hi, tenant)
+    days = await data_days(sink, lo, hi, tenant)
+    rows = await advice_rows(sink, lo, hi, tenant, days) if days is not None else []
     missing: dict[str, str] = {}
     if await _has_column(sink, "usage_events", "tool_output_tokens"):
         say("summing tool outputs of the window's events")
@@ -129,9 +169,9 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
                                   float(r["total"] or 0))
                 for r in await feedback_sums(sink, lo, hi, tenant)]
     book = await latest_prices(sink)
-    first = min((r.bucket for r in rows if r.requests), default=None)
     start = lo // DAY_S * DAY_S  # the rollups hold whole days
-    effective = Window(max(start, float(first)) if first is not None else start, min(hi, now))
+    effective = Window(max(start, float(days[0])) if days is not None else start,
+                       min(hi, now))
     say(f"analysing {len(rows)} aggregate rows")
     result = advise(rows, feedback, rates_of(book), effective, thresholds, missing)
     findings = [f.as_dict() for f in result.findings]
