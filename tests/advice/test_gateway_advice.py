@@ -16,6 +16,7 @@ import pytest
 from openai import AsyncOpenAI
 from typer.testing import CliRunner
 
+from tests.fuzz.schemas import field_paths
 from tests.gateway.harness import GatewayThread, sim_config
 from tokenplane.cli.main import build_cli
 
@@ -253,3 +254,19 @@ def test_the_cli_gives_the_same_findings(traffic: Traffic) -> None:
     assert "do: Route app 'triage'" in table.stdout
     bad = runner.invoke(build_cli(), ["advise", "--home", home, "--format", "xml"])
     assert bad.exit_code == 2
+
+
+def test_every_feedback_field_in_the_document_is_validated(traffic: Traffic) -> None:
+    """``GET /openapi.json`` lists ``POST /v1/feedback``; each field it names, set to a
+    value of a wrong type, is a 400 naming that field."""
+    doc = httpx.get(traffic.root + "/openapi.json", timeout=30).json()
+    schema = doc["paths"]["/v1/feedback"]["post"]["requestBody"]["content"][
+        "application/json"]["schema"]
+    assert schema["required"] == ["request_id", "score"]
+    probes = list(field_paths(schema, {"request_id": "x", "score": 1}))
+    assert {p for p, _, _ in probes} >= {"request_id", "score", "comment", "labels"}
+    for param, body, union in probes:
+        resp = traffic.post(body, "triage")
+        assert resp.status_code == 400, (param, body, resp.text)
+        assert resp.json()["error"]["param"] in (param, union), (body, resp.text)
+    assert "/admin/v1/advice" in doc["paths"]
