@@ -4,10 +4,11 @@ A template's first request of a day writes its system prompt to a cache; every l
 request of that day could read it. Repeated tokens = the system tokens of all requests
 but the first per (day, template) (``Aggregate.prefix_repeat_tokens``; the first ones
 are ``prefix_write_tokens``; the ledger query takes each day's rollup row, so a
-template served by two model versions counts two writes a day). What the ledger already shows read from a cache
-(``cached_input_tokens``) is subtracted. The money saved is the repeats at the input
-price less the cached-input price, net of the cache-write premium (the write price
-less the input price) paid on each day's first request.
+template served by two model versions counts two writes a day). What the ledger
+already shows read from a cache (``cached_input_tokens``) is subtracted. The money
+saved is the repeats at the input price less the cached-input price, net of the
+cache-write premium (the write price less the input price) paid on each day's first
+request.
 """
 
 from __future__ import annotations
