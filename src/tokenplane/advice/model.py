@@ -54,9 +54,6 @@ class Aggregate:
     late_requests: int = 0
     late_history: int = 0
 
-    def add(self, other: Aggregate) -> None:
-        for name, a, b in zip(MEASURES, _MEASURES_OF(self), _MEASURES_OF(other), strict=True):
-            setattr(self, name, a + b)
 
 
 DIMENSIONS: tuple[str, ...] = (
@@ -64,6 +61,14 @@ DIMENSIONS: tuple[str, ...] = (
 MEASURES: tuple[str, ...] = tuple(
     f.name for f in fields(Aggregate) if f.name not in DIMENSIONS)
 _MEASURES_OF = attrgetter(*MEASURES)
+_DIMENSIONS_OF = attrgetter(*DIMENSIONS)
+
+
+def summed(rows: list[Aggregate]) -> Aggregate:
+    """A new row: the first row's dimensions, the measures summed (column by column)."""
+    dims = dict(zip(DIMENSIONS, _DIMENSIONS_OF(rows[0]), strict=True))
+    sums = [sum(col) for col in zip(*map(_MEASURES_OF, rows), strict=True)]
+    return Aggregate(**dims, **dict(zip(MEASURES, sums, strict=True)))
 
 
 @dataclass(frozen=True, slots=True)

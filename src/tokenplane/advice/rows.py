@@ -3,30 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from copy import copy
 from typing import TypeVar
 
-from tokenplane.advice.model import Aggregate
+from tokenplane.advice.model import Aggregate, summed
 
 K = TypeVar("K", bound=Hashable)
 
 
 def group(rows: Iterable[Aggregate], key: Callable[[Aggregate], K]) -> dict[K, Aggregate]:
     """One summed row per key (dimensions of the first row of each group). The rows
-    given are never changed: a group of one is that row itself, and a sum is a copy."""
-    out: dict[K, Aggregate] = {}
-    copies: set[K] = set()
+    given are never changed: a group of one is that row itself, a sum a new row."""
+    members: dict[K, list[Aggregate]] = {}
     for row in rows:
-        k = key(row)
-        cur = out.get(k)
-        if cur is None:
-            out[k] = row
-            continue
-        if k not in copies:
-            cur = out[k] = copy(cur)
-            copies.add(k)
-        cur.add(row)
-    return out
+        members.setdefault(key(row), []).append(row)
+    return {k: rows_[0] if len(rows_) == 1 else summed(rows_) for k, rows_ in members.items()}
 
 
 def per_answer(row: Aggregate) -> float:

@@ -39,8 +39,13 @@ def _window(since: float | None, until: float | None, now: float) -> tuple[float
     return lo, hi
 
 
-def _where(lo: float, hi: float, tenant: str | None) -> tuple[str, list[Any]]:
-    clauses = ["bucket >= ?", "bucket < ?"]
+def _where(lo: float, hi: float, tenant: str | None,
+           scan: bool = False) -> tuple[str, list[Any]]:
+    """The window (and tenant) as a WHERE clause. ``scan``: the days are filtered
+    row by row (``+bucket`` keeps SQLite off the bucket index), so the sums walk the
+    table in its key order, the grouping's, and need no sort."""
+    b = "+bucket" if scan else "bucket"
+    clauses = [f"{b} >= ?", f"{b} < ?"]
     params: list[Any] = [int(lo // DAY_S * DAY_S), math.ceil(hi)]
     if tenant is not None:
         clauses.append("tenant = ?")
@@ -69,7 +74,7 @@ async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None
     template, currency), in the database; the per-day measures (prefix repeats and
     writes, the two halves' history) are summed there too (their comments
     in ``advice/model.py`` say what they are)."""
-    where, params = _where(lo, hi, tenant)
+    where, params = _where(lo, hi, tenant, scan=True)
     first, last = days
     mid = first + ((last - first) // DAY_S + 1) // 2 * DAY_S
     per_template = "CASE WHEN template <> '' AND requests > 0 THEN {} ELSE 0 END"
@@ -85,13 +90,8 @@ async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None
     sums = [_sum(m, m) for m in ADVICE_MEASURES]
     sql = (f"SELECT {_DIMS}, {', '.join(sums + derived)} FROM advice_rollups "
            f"WHERE {where} GROUP BY {_DIMS}")
-    out = []
-    for row in await sink.fetch(sql, [mid, mid, mid, mid, *params]):
-        agg = Aggregate()
-        for k, v in row.items():
-            setattr(agg, k, v if isinstance(v, str) else int(v or 0))
-        out.append(agg)
-    return out
+    # the sums are BIGINT (never NULL: every group has rows), the dimensions text
+    return [Aggregate(**row) for row in await sink.fetch(sql, [mid, mid, mid, mid, *params])]
 
 
 async def _has_column(sink: LedgerSink, table: str, column: str) -> bool:

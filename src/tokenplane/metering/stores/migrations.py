@@ -202,6 +202,9 @@ def _v10(dialect: int) -> tuple[str, ...]:
     return (
         *(f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
           for name, kind in _EVENT_COLUMNS_V10),
+        # keyed in the advisor's grouping order, bucket last: summing a window groups
+        # along the key (SQLite: a clustered WITHOUT ROWID table, no sort); the bucket
+        # index serves the window's first and last day and retention
         f"""CREATE TABLE advice_rollups (
   bucket {integer} NOT NULL,
   tenant TEXT NOT NULL,
@@ -211,9 +214,9 @@ def _v10(dialect: int) -> tuple[str, ...]:
   template TEXT NOT NULL,
   currency TEXT NOT NULL,
   {measures},
-  PRIMARY KEY (bucket, tenant, app, model, version, template, currency)
-)""",
-        "CREATE INDEX advice_rollups_tenant ON advice_rollups (tenant, bucket)",
+  PRIMARY KEY (tenant, app, model, version, template, currency, bucket)
+){" WITHOUT ROWID" if dialect == 0 else ""}""",
+        "CREATE INDEX advice_rollups_bucket ON advice_rollups (bucket)",
         f"""CREATE TABLE feedback (
   tenant TEXT NOT NULL,
   request_id TEXT NOT NULL,
