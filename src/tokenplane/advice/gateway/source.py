@@ -39,13 +39,9 @@ def _window(since: float | None, until: float | None, now: float) -> tuple[float
     return lo, hi
 
 
-def _where(lo: float, hi: float, tenant: str | None,
-           scan: bool = False) -> tuple[str, list[Any]]:
-    """The window (and tenant) as a WHERE clause. ``scan``: the days are filtered
-    row by row (``+bucket`` keeps SQLite off the bucket index), so the sums walk the
-    table in its key order, the grouping's, and need no sort."""
-    b = "+bucket" if scan else "bucket"
-    clauses = [f"{b} >= ?", f"{b} < ?"]
+def _where(lo: float, hi: float, tenant: str | None) -> tuple[str, list[Any]]:
+    """The window (and tenant) as a WHERE clause on the day buckets."""
+    clauses = ["bucket >= ?", "bucket < ?"]
     params: list[Any] = [int(lo // DAY_S * DAY_S), math.ceil(hi)]
     if tenant is not None:
         clauses.append("tenant = ?")
@@ -74,7 +70,7 @@ async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None
     template, currency), in the database; the per-day measures (prefix repeats and
     writes, the two halves' history) are summed there too (their comments
     in ``advice/model.py`` say what they are)."""
-    where, params = _where(lo, hi, tenant, scan=True)
+    where, params = _where(lo, hi, tenant)
     first, last = days
     mid = first + ((last - first) // DAY_S + 1) // 2 * DAY_S
     per_template = "CASE WHEN template <> '' AND requests > 0 THEN {} ELSE 0 END"

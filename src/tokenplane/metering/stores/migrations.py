@@ -202,9 +202,10 @@ def _v10(dialect: int) -> tuple[str, ...]:
     return (
         *(f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
           for name, kind in _EVENT_COLUMNS_V10),
-        # keyed in the advisor's grouping order, bucket last: summing a window groups
-        # along the key (SQLite: a clustered WITHOUT ROWID table, no sort); the bucket
-        # index serves the window's first and last day and retention
+        # keyed by day first, like usage_rollups: new rows land at the end of the key
+        # (writes cost less than in a table clustered by the advisor's grouping, which
+        # sums a window about twice as fast but costs the sink a third of its write
+        # rate at high cardinality; docs/BENCHMARKS.md, "Optimisation advisor")
         f"""CREATE TABLE advice_rollups (
   bucket {integer} NOT NULL,
   tenant TEXT NOT NULL,
@@ -214,9 +215,9 @@ def _v10(dialect: int) -> tuple[str, ...]:
   template TEXT NOT NULL,
   currency TEXT NOT NULL,
   {measures},
-  PRIMARY KEY (tenant, app, model, version, template, currency, bucket)
-){" WITHOUT ROWID" if dialect == 0 else ""}""",
-        "CREATE INDEX advice_rollups_bucket ON advice_rollups (bucket)",
+  PRIMARY KEY (bucket, tenant, app, model, version, template, currency)
+)""",
+        "CREATE INDEX advice_rollups_tenant ON advice_rollups (tenant, bucket)",
         f"""CREATE TABLE feedback (
   tenant TEXT NOT NULL,
   request_id TEXT NOT NULL,
