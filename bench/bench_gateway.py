@@ -169,7 +169,7 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
         metering = f"metering: {{ack: {ack}}}\n" if ack and src is None else ""
         # the gateways run side by side: none takes the default metrics port (a tree
         # from before the metrics listener knows no such key)
-        if src is None:
+        if src is None or _knows_metrics_listen(src):
             extra = extra.replace("observe: {", "observe: {metrics: {listen: null}, ", 1) \
                 if "observe: {" in extra else extra + "observe: {metrics: {listen: null}}\n"
         cfg.write_text(GATEWAY_CONFIG.format(up=up) + extra + metering)
@@ -204,6 +204,13 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
     for t in targets:
         wait_port(t.port, t.procs[0])
     return targets
+
+
+def _knows_metrics_listen(src: Path) -> bool:
+    """Whether a baseline tree's config has ``observe.metrics.listen`` (a tree from before
+    the listener refuses the key; one with it must not take the shared default port)."""
+    schema = src / "tokenplane" / "config" / "schema.py"
+    return schema.exists() and "listen" in schema.read_text(encoding="utf-8")
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],

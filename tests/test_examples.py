@@ -771,6 +771,36 @@ def _serve_postgres_redis(gateways: Gateways, url: str, prefix: str) -> None:
         gateways.close()
 
 
+def test_serves_cache(gateways: Gateways) -> None:
+    gw = gateways.start(example("cache.yaml"))
+    support = gw.create_key("acme", app="support-bot")
+    other = gw.create_key("acme", app="wiki")
+    msgs: list[Any] = [{"role": "user", "content": "How do I reset my password?"}]
+    near: list[Any] = [{"role": "user", "content": "How can I reset my password?"}]
+    with client(gw, support) as c, client(gw, other) as o:
+        first = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=msgs, max_tokens=8, temperature=0)
+        assert "x-tokenplane-cache" not in first.headers
+        again = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=msgs, max_tokens=8, temperature=0)
+        assert again.headers["x-tokenplane-cache"] == "exact"
+        assert again.parse().choices[0].message.content == \
+            first.parse().choices[0].message.content
+        semantic = c.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=near, max_tokens=8, temperature=0)
+        assert semantic.headers["x-tokenplane-cache"] == "semantic"
+        # the wiki app: exact only (the model's rule), no semantic hit, no other app's entry
+        wiki = o.chat.completions.with_raw_response.create(
+            model="sim-llama3-8b", messages=near, max_tokens=8, temperature=0)
+        assert "x-tokenplane-cache" not in wiki.headers
+    gateways.stop(gw)
+    rows = {r["request_id"]: r for r in gw.ledger_rows()}
+    hit = rows[again.headers["x-request-id"]]
+    assert hit["cache"] == "exact" and hit["saved_output_tokens"] == 8
+    assert hit["cost_micros"] + hit["saved_cost_micros"] > 0
+    assert hit["cost_micros"] * 10 <= hit["cost_micros"] + hit["saved_cost_micros"] + 10
+
+
 def test_examples_hold_no_secrets() -> None:
     """Secrets are referenced by variable name, never written (the project's rule)."""
     for path in FILES:
@@ -867,3 +897,71 @@ def test_serves_context(gateways: Gateways) -> None:
     assert rows[1]["history_dropped_tokens"] > 0  # the app's policy: 256 reserved
     assert rows[2]["model"] == "assistant-32k" and rows[2]["overflow_from"] == "assistant-4k"
     assert all(counted_exactly(r) for r in rows)
+def test_serves_sessions(gateways: Gateways, tmp_path: Path) -> None:
+    """Each app's tool-output policy as written (research truncates, triage keeps the
+    named fields, the tenant's other apps flag), steps numbered by the gateway or named
+    in metadata, and the waterfall `tokenplane usage session` prints from the ledger."""
+    gw = gateways.start(example("sessions.yaml"))
+    keys = {app: gw.create_key("acme", department="support", app=app)
+            for app in ("research", "triage", "other")}
+    page = "<p>" + "kettle review " * 3000 + "</p>"  # ~6,000 tokens: over every size
+    tickets = json.dumps([{"id": i, "title": f"t{i}", "status": "open", "priority": 2,
+                           "history": "customer wrote " * 40} for i in range(40)])
+    seen: dict[str, str] = {}
+    for app, result in (("research", page), ("triage", tickets), ("other", page)):
+        msgs: list[Any] = [
+            {"role": "user", "content": "look it up"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": result}]
+        with client(gw, keys[app]) as c:
+            first = c.chat.completions.with_raw_response.create(
+                model="agent", messages=msgs[:1], max_tokens=8,
+                metadata={"tokenplane_session": f"{app}-1", "tokenplane_step": "1"})
+            assert first.headers["x-tokenplane-step"] == "1"
+            raw = c.chat.completions.with_raw_response.create(
+                model="agent", messages=msgs, max_tokens=8,
+                extra_headers={"x-tokenplane-session": f"{app}-1"})
+            assert raw.headers["x-tokenplane-step"] == "2"
+            seen[app] = raw.headers.get("x-tokenplane-tool-output", "")
+    assert seen == {"research": "tool_output_large,context_growth,tool_output_truncated",
+                    "triage": "tool_output_large,tool_output_truncated",
+                    "other": "tool_output_large"}
+    gateways.stop(gw)
+    rows = {r["session_id"]: r for r in gw.ledger_rows("session_step = 2")}
+    assert rows["research-1"]["tool_output_tokens"] <= 2000
+    assert rows["research-1"]["tool_output_removed"] > 3000
+    assert 0 < rows["triage-1"]["tool_output_tokens"] <= 1000
+    assert rows["other-1"]["tool_output_removed"] == 0
+    out = cli("usage", "session", "research-1", "--home", str(gw.home), "--format", "json",
+              "--png", str(tmp_path / "research.png"))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [s["step"] for s in report["steps"]] == [1, 2]
+    assert report["steps"][1]["tool_output_added"] == rows["research-1"]["tool_output_tokens"]
+    assert (tmp_path / "research.png").stat().st_size > 0
+    listed = cli("usage", "sessions", "--home", str(gw.home), "--format", "json")
+    assert {r["session_id"] for r in json.loads(listed.stdout)} == {
+        "research-1", "triage-1", "other-1"}
+def test_serves_sim_behaviour(gateways: Gateways) -> None:
+    gw = gateways.start(example("sim-behaviour.yaml"))
+    key = gw.create_key("default")
+    tools: Any = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
+    with client(gw, key) as c:
+        for seed in range(4):  # tool_call_rate 1.0: tool_choice auto always calls
+            r = c.chat.completions.create(model="sim-agent", messages=MSGS, tools=tools,
+                                          seed=seed)
+            assert r.choices[0].finish_reason == "tool_calls"
+            calls = r.choices[0].message.tool_calls or []
+            assert json.loads(calls[0].function.arguments)["q"]
+        plain = c.chat.completions.create(model="sim-agent", messages=MSGS)
+        assert "reasoning_content" not in (plain.choices[0].message.model_extra or {})
+        r = c.chat.completions.create(model="sim-reasoner", messages=MSGS)  # reasoning: true
+        assert (r.choices[0].message.model_extra or {}).get("reasoning_content")
+        u = r.usage
+        assert u is not None and u.completion_tokens_details is not None
+        assert (u.completion_tokens_details.reasoning_tokens or 0) > 0
+    gateways.stop(gw)
+    rows = gw.ledger_rows()
+    assert len(rows) == 6 and all(r["status"] == "ok" and counted_exactly(r) for r in rows)

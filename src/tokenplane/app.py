@@ -16,6 +16,8 @@ from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_cache import AdminCacheRoutes
+from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
@@ -34,12 +36,15 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
+from tokenplane.cache.gateway.service import ResponseCache
+from tokenplane.compose.cache import build_cache
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
 from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
 from tokenplane.context.packer import ContextPacker
+from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
@@ -53,13 +58,18 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
+from tokenplane.pipeline.cache_stage import CacheBilling
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
+from tokenplane.sessions.gateway.steps import StepCounter, make_steps
+from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.slo.canary import guard_spec
 from tokenplane.slo.canary_guards import CanaryGuards
 from tokenplane.slo.gateway.alerting import SloAlerting
 from tokenplane.slo.gateway.collector import SloCollector
 from tokenplane.slo.gateway.leader import open_leadership
+from tokenplane.slo.gateway.minutes_store import MinuteStore
 from tokenplane.slo.gateway.notify import WebhookNotifier
 from tokenplane.slo.gateway.service import SloService
 from tokenplane.slo.live import SloCounters
@@ -104,6 +114,8 @@ class Gateway:
     access_log: AccessLog | None = None  # observe.access_log (on by default)
     # RAG context packing: the chat stage's and POST /v1/context/pack's (one cache)
     packer: ContextPacker = field(default_factory=ContextPacker)
+    session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
+    cache: ResponseCache | None = None  # the response cache (config.cache)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -126,6 +138,8 @@ class Gateway:
             self.slo.start()
         if self.access_log is not None:
             self.access_log.start()
+        if self.cache is not None:
+            await self.cache.start()
 
     async def close(self) -> None:
         if self.slo is not None:
@@ -146,7 +160,17 @@ class Gateway:
             await asyncio.to_thread(self.tracing.shutdown)  # flushes the span batch
         if self.access_log is not None:
             await self.access_log.close()  # after the requests in flight have finished
+        if self.session_steps is not None:
+            await self.session_steps.close()
+        if self.cache is not None:
+            await self.cache.close()
         self.keys.close()
+
+
+def sim_behaviour(backend: BackendConfig) -> SimBehaviour:
+    """The behaviour a sim backend's options ask for (the defaults without them)."""
+    o = backend.sim
+    return SimBehaviour() if o is None else SimBehaviour(o.tool_call_rate, o.reasoning)
 
 
 def _endpoints(
@@ -161,7 +185,7 @@ def _endpoints(
             svc = EngineService(
                 get_profile(backend.profile), counters.tokenizer(model.alias),
                 counters.prompt_ids(model.alias), upstream_model,
-                max_model_len=model.context_window, seed=r,
+                max_model_len=model.context_window, seed=r, behaviour=sim_behaviour(backend),
             )
             services.append(svc)
             out.append(Endpoint(f"{bid}/{r}", backend, InProcessTransport(svc), upstream_model))
@@ -201,17 +225,24 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     alc = config.observe.access_log
     access_log = AccessLog(alc.path, alc.sample) if alc.enabled else None
     packer = ContextPacker()
+    steps = (make_steps(config.redis_url, config.admission.key_prefix,
+                        config.admission.timeout_s) if config.sessions.enabled else None)
+    sessions = (SessionStage(SessionSettingsBook(config.sessions), steps, counters, metrics)
+                if steps is not None else None)
+    cache = build_cache(config, metrics.registry)
+    hits = CacheBilling(cache, lambda: meter.prices) if cache is not None else None
     parts = PipelineParts(
         keys, pools, lambda tenant: allowed_models(config, tenant), counters, admission, routing,
-        MeterFinisher(meter, metrics, counters.count_text, predictor, counters), governance,
-        tracing.get_tracer(TRACER_NAME) if tracing is not None else None, slo_counters,
-        access_log, context=config.context, packer=packer)
+        MeterFinisher(meter, metrics, counters.count_text, predictor, counters, hits),
+        governance, tracing.get_tracer(TRACER_NAME) if tracing is not None else None,
+        slo_counters, access_log, context=config.context, packer=packer, sessions=sessions,
+        cache=cache)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log, packer=packer)
+                 access_log=access_log, packer=packer, session_steps=steps, cache=cache)
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -244,7 +275,7 @@ def build_slo_service(
         protection, restrict = BudgetProtection(protects, slos), hub.restrict
     return SloService(slos, lambda: meter.sink, refresh_s=cfg.evaluate_every,
                       alerting=alerting, guards=guards, protection=protection,
-                      restrict=restrict)
+                      restrict=restrict, minutes=MinuteStore(lambda: meter.sink))
 
 
 def _metrics(app: web.Application, gw: Gateway, ids: RequestIds, worker_id: str | None,
@@ -328,9 +359,11 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
+    AdminCacheRoutes(gw.keys, gw.cache).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

@@ -154,7 +154,7 @@ def test_the_document_and_the_routes_agree(fuzzed: Fuzzed) -> None:
     fuzzed.gw.gateway.keys.ensure_scope(FUZZ_TENANT, None, None)
     for path, method in sorted(documented):
         url = path.replace("{tenant}", FUZZ_TENANT)
-        for name in ("department", "app", "key_id"):
+        for name in ("department", "app", "key_id", "session_id"):
             url = url.replace("{" + name + "}", "nosuch")
         resp = fuzzed.client.request(method.upper(), url, headers=fuzzed.auth("admin"))
         err = answer_ok(resp, (method, url))

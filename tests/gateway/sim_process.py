@@ -12,13 +12,14 @@ import httpx
 
 
 def start_sim(port: int = 0, replicas: int = 1, profile: str = "instant",
-              timeout: float = 60, model: str | None = None,
+              timeout: float = 60, model: str | None = None, extra: tuple[str, ...] = (),
               ) -> tuple[subprocess.Popen[bytes], list[int]]:
     """The process and its replicas' ports, once ``tokenplane sim`` says ``ready``
-    (``model``: the name the engines serve, else the sim's default)."""
+    (``model``: the name the engines serve, else the sim's default; ``extra``: more
+    arguments)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tokenplane", "sim", "--profile", profile, "--port", str(port),
-         "--replicas", str(replicas), *(["--model", model] if model else [])],
+         "--replicas", str(replicas), *(["--model", model] if model else []), *extra],
         env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None

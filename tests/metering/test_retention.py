@@ -27,3 +27,16 @@ async def test_prune_drops_fine_rollups_but_keeps_totals(sink_target: str) -> No
         assert gone == {"events": 50}
     finally:
         await sink.close()
+
+
+async def test_prune_drops_idle_session_rollups(sink_target: str) -> None:
+    sink = await open_sink(sink_target)
+    try:
+        await sink.write([make_event(i, session_id=f"s{i}", session_step=1,
+                                     ts=DAY0 + i * 86400) for i in range(4)])
+        policy = RetentionPolicy(None, None, None, sessions_idle_s=2 * 86400)
+        assert await prune(sink, policy, DAY0 + 4 * 86400) == {"sessions": 2}
+        left = await sink.fetch("SELECT session_id FROM session_rollups ORDER BY session_id")
+        assert [r["session_id"] for r in left] == ["s2", "s3"]
+    finally:
+        await sink.close()

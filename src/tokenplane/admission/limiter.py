@@ -42,10 +42,13 @@ class Admission:
         self.ttl_s = ttl_s
 
     async def reserve(self, scopes: Sequence[Scope], amounts: Amounts, now: float,
-                      *, reservation_id: str | None = None) -> Grant | Denial:
+                      *, reservation_id: str | None = None,
+                      extra: Sequence[BoundLimit] = ()) -> Grant | Denial:
+        """``extra``: limits that are not in the table (an agent session's budget),
+        reserved with the chain's in the same atomic step."""
         tenant = tenant_of(scopes)
         rid = reservation_id or uuid.uuid4().hex
-        limits = self.table.bind(scopes, now)
+        limits = [*self.table.bind(scopes, now), *extra]
         if not limits:
             return Grant(rid, tenant, amounts, (), now + self.ttl_s)
         never = never_fits(limits, amounts)
@@ -85,12 +88,13 @@ class Admission:
         return await self.store.status(tenant, limits, now)
 
     async def allowed_tokens(self, scopes: Sequence[Scope], now: float, *,
-                             prompt_tokens: int = 0) -> int | None:
+                             prompt_tokens: int = 0,
+                             extra: Sequence[BoundLimit] = ()) -> int | None:
         """Most output tokens every scope still allows (``None``: unlimited).
 
         Total-token limits count the prompt too. Use it to clamp ``max_tokens``.
         """
-        limits = [b for b in self.table.bind(scopes, now)
+        limits = [b for b in [*self.table.bind(scopes, now), *extra]
                   if b.rule.unit in ("output_tokens", "total_tokens")]
         if not limits:
             return None

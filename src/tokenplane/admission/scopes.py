@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ScopeKind = Literal["tenant", "department", "app", "key", "user"]
-SCOPE_KINDS: tuple[ScopeKind, ...] = ("tenant", "department", "app", "key", "user")
+# "session": an agent session's budget (sessions/budget.py; its rules come from the
+# sessions config, not from the limit table)
+ScopeKind = Literal["tenant", "department", "app", "key", "user", "session"]
+SCOPE_KINDS: tuple[ScopeKind, ...] = ("tenant", "department", "app", "key", "user", "session")
 
 
 @dataclass(frozen=True, slots=True)

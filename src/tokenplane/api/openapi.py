@@ -158,6 +158,16 @@ def _admin_paths() -> dict[str, Any]:
         f"{PREFIX}/usage/top": {"get": _op("top consumers", params=report + _params(
             "query", by=by, order={"type": "string", "enum": ["cost", "tokens"]},
             limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
+        f"{PREFIX}/sessions": {"get": _op("the costliest agent sessions", params=report
+                                          + _params("query", order={
+                                              "type": "string",
+                                              "enum": ["cost", "tokens", "steps", "recent"]},
+                                              limit={"type": "integer", "minimum": 1,
+                                                     "maximum": 10_000}))},
+        PREFIX + "/sessions/{session_id}": {"get": _op(
+            "an agent session's per-step waterfall (a tenant's key: its own sessions)",
+            params=_params("path", session_id={"type": "string"})
+            + _params("query", tenant={"type": "string"}))},
         f"{PREFIX}/audit": {"get": _op("search audit records", params=_params(
             "query", tenant={"type": "string"}, key_id={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,
@@ -171,6 +181,10 @@ def _admin_paths() -> dict[str, Any]:
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",
             params=_params("query", tenant={"type": "string"}))},
+        f"{PREFIX}/cache": {"delete": _op(
+            "drop a tenant's (or one app's) cached answers, exact and semantic (a "
+            "tenant's key: its own tenant only)",
+            params=_params("query", tenant={"type": "string"}, app={"type": "string"}))},
     }
 
 

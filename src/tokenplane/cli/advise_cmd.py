@@ -4,7 +4,7 @@
 
 Reads the ledger (as ``tokenplane usage`` finds it): its advice rollups, feedback and
 newest price table. The same document as ``GET /admin/v1/advice``. Progress goes to
-stderr, the findings to stdout.
+stderr (``cli/progress.py``), the findings to stdout.
 """
 
 from __future__ import annotations
@@ -66,18 +66,18 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("must be before --until", param_hint="--since")
         target = ledger_target(home, database_url, config)
 
-        def progress(step: str) -> None:
-            typer.echo(f"advise: {step}...", err=True)
+        from tokenplane.cli.progress import Progress
 
-        async def go() -> dict[str, Any]:
+        async def go(bar: Progress) -> dict[str, Any]:
             sink = await open_sink(target)
             try:
                 return await gather_advice(sink, since=lo, until=hi, tenant=tenant, now=now,
-                                           progress=progress)
+                                           progress=lambda step: bar.step(step, 0))
             finally:
                 await sink.close()
 
-        doc = asyncio.run(go())
+        with Progress("advise") as bar:
+            doc = asyncio.run(go(bar))
         if fmt == "json":
             typer.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
         else:

@@ -9,7 +9,9 @@ from tokenplane.cli.audit_cmd import register as register_audit
 from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
+from tokenplane.cli.plan_cmd import register as register_plan
 from tokenplane.cli.replay_cmd import register as register_replay
+from tokenplane.cli.report_cmd import register as register_report
 from tokenplane.cli.serve_cmd import register as register_serve
 from tokenplane.cli.simulate_cmd import register as register_simulate
 from tokenplane.cli.slo_cmd import register as register_slo
@@ -31,6 +33,8 @@ def build_cli() -> typer.Typer:
     register_audit(app)
     register_slo(app)
     register_replay(app)
+    register_plan(app)
+    register_report(app)
     return app
 
 

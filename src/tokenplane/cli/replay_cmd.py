@@ -84,10 +84,13 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         url = database_url
         target = ledger_target(home, url)
+        from tokenplane.cli.progress import Progress
+
         t0 = time.perf_counter()
-        workload = asyncio.run(_read_workload(target, t_since, t_until, tenant))
+        with Progress("replay: reading the ledger"):
+            workload = asyncio.run(_read_workload(target, t_since, t_until, tenant))
         read_s = time.perf_counter() - t0
-        typer.echo(f"{len(workload)} requests from the ledger in {read_s:.1f} s")
+        typer.echo(f"{len(workload)} requests from the ledger in {read_s:.1f} s", err=True)
         if export is not None:
             block = cfgs[0].routing.block_size if cfgs else 16
             with open(export, "wb") as fh:
@@ -112,7 +115,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         rec = recorded(workload, proposed.slos)
-        cur, prop = _run_both(workload, current, proposed)
+        both = "both configs side by side" if current is not None else "the proposed config"
+        with Progress(f"replay: {len(workload)} requests through {both} in virtual time"):
+            cur, prop = _run_both(workload, current, proposed)
         rows = diff_rows(cur or rec, prop, rec)
         names = ("current" if cur is not None else "recorded", "proposed")
         table = format_diff(rows, names)

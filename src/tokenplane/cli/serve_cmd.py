@@ -264,11 +264,18 @@ def register(app: typer.Typer) -> None:
         max_model_len: Annotated[int, typer.Option(help="Context window.")] = 8192,
         record_bodies: Annotated[bool, typer.Option(help="Keep request bodies at "
                                                     "/sim/requests.")] = False,
+        tool_call_rate: Annotated[float, typer.Option(
+            min=0.0, max=1.0, help="Share of tool_choice=auto requests answered with tool "
+            "calls.")] = 0.5,
+        reasoning: Annotated[bool | None, typer.Option(
+            "--reasoning/--no-reasoning", help="Answer with reasoning tokens first (default: "
+            "when the model name says reasoner, r1 or thinking).")] = None,
     ) -> None:
         """Run simulated engines standalone as OpenAI-compatible HTTP servers."""
         import uvloop
 
         from tokenplane.config.schema import ModelConfig
+        from tokenplane.engine.behaviour import SimBehaviour
         from tokenplane.engine.serving.http_server import serve_replicas
         from tokenplane.tokens.model_counters import ModelCounters
 
@@ -281,5 +288,6 @@ def register(app: typer.Typer) -> None:
                 profile, host, port, replicas, model_name=model,
                 tokenizer=counters.tokenizer(model), prompt_ids=counters.prompt_ids(model),
                 max_model_len=max_model_len, record_bodies=record_bodies,
+                behaviour=SimBehaviour(tool_call_rate, reasoning),
                 on_ready=lambda ports: typer.echo("ready " + " ".join(map(str, ports))),
             ))

@@ -61,18 +61,23 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(exc), param_hint="--load") from None
         names = [p.strip() for p in policies.split(",") if p.strip()]
 
+        from tokenplane.cli.progress import Progress
+
+        bar = Progress("simulate", None if bisect else len(names) * len(loads))
+
         def progress(name: str, factor: float, point: dict[str, Any]) -> None:
             att = point.get("slo_attainment", point.get("attainment"))
-            typer.echo(f"{name:>20} load {factor:<5} done in {point.get('sim_wall_s')} s"
-                       + (f"; attainment {att}" if att is not None else ""))
+            bar.step(f"{name} load {factor} done in {point.get('sim_wall_s')} s"
+                     + (f"; attainment {att}" if att is not None else ""))
 
         try:
-            results = run_simulation(
-                trace, replicas=replicas, profile=profile, policies=names, loads=loads,
-                seed=seed, out_dir=out, start_s=start, duration_s=duration, plots=plots,
-                progress=progress, classes=classes, slos=slos or (), alias=alias,
-                bisect=bisect, rel_tol=precision, protect=protect or (),
-            )
+            with bar:
+                results = run_simulation(
+                    trace, replicas=replicas, profile=profile, policies=names, loads=loads,
+                    seed=seed, out_dir=out, start_s=start, duration_s=duration, plots=plots,
+                    progress=progress, classes=classes, slos=slos or (), alias=alias,
+                    bisect=bisect, rel_tol=precision, protect=protect or (),
+                )
         except (ValueError, KeyError, OSError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

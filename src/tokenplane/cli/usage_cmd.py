@@ -4,6 +4,8 @@
     tokenplane usage sources   # per tenant and app: tokens and shares by source
     tokenplane usage prompts   # repeated system prompts (fingerprints) and cacheable tokens
     tokenplane usage top --by app --order cost
+    tokenplane usage sessions --order cost --limit 20   # the costliest agent sessions
+    tokenplane usage session ID [--png waterfall.png]    # one session's steps (waterfall)
 
 The ledger is ``$TOKENPLANE_DATABASE_URL`` (PostgreSQL) if set, else
 ``<data dir>/ledger.db`` (``--home`` or ``$TOKENPLANE_HOME``).
@@ -14,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 import typer
 
 from tokenplane.cli.common import ConfigOpt, data_dir, meta_url
+from tokenplane.cli.session_chart import write_waterfall
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -28,6 +33,11 @@ from tokenplane.metering.reports import (
     token_source_report,
     top_consumers,
     usage_report,
+)
+from tokenplane.metering.session_reports import (
+    SESSION_ORDERS,
+    costliest_sessions,
+    session_report,
 )
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.metering.stores.open import is_postgres_url, open_sink
@@ -165,3 +175,69 @@ def register(app: typer.Typer) -> None:
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
         _run(ledger_target(home, database_url, config), fmt,
              lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order))
+
+    @usage.command("sessions")
+    def sessions(
+        order: Annotated[str, typer.Option(
+            help="cost, tokens, steps or recent.")] = "cost",
+        limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 20,
+        since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
+        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+    ) -> None:
+        """The costliest agent sessions (by cost, tokens or steps; or the most recent)
+        whose last step falls in [since, until)."""
+        _check_format(fmt)
+        if order not in SESSION_ORDERS:
+            raise typer.BadParameter(f"use one of {', '.join(SESSION_ORDERS)}",
+                                     param_hint="--order")
+        now = time.time()
+        lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
+        _run(ledger_target(home, database_url, config), fmt,
+             lambda sink: costliest_sessions(sink, tenant, lo, hi, limit, order))
+
+    @usage.command("session")
+    def session(
+        session_id: Annotated[str, typer.Argument(help="The session id.")],
+        png: Annotated[Path | None, typer.Option(
+            "--png", help="Also write the waterfall chart to this PNG file.")] = None,
+        fmt: Fmt = "table", tenant: Tenant = None, home: Home = None,
+        database_url: DbUrl = None, config: ConfigOpt = None,
+    ) -> None:
+        """One agent session's waterfall: per step, prompt tokens by source, the
+        tool-output tokens added since the previous step, output tokens, tool calls,
+        latency and cost."""
+        _check_format(fmt)
+        target = ledger_target(home, database_url, config)
+
+        async def go() -> list[dict[str, Any]]:
+            sink = await open_sink(target)
+            try:
+                return await session_report(sink, session_id, tenant)
+            finally:
+                await sink.close()
+
+        found = asyncio.run(go())
+        if not found:
+            typer.echo(f"no session {session_id!r} in the ledger"
+                       + (f" for tenant {tenant}" if tenant else ""), err=True)
+            raise typer.Exit(1)
+        if len(found) > 1:
+            tenants = ", ".join(str(r["tenant"]) for r in found)
+            typer.echo(f"session {session_id!r} exists in several tenants ({tenants}): "
+                       "name one with --tenant", err=True)
+            raise typer.Exit(2)
+        report = found[0]
+        if png is not None:
+            write_waterfall(report, png)
+        if fmt == "json":
+            typer.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+            return
+        total = {"step": "total", **{k: v for k, v in report["total"].items()
+                                     if k not in ("steps", "total_tokens")}}
+        text = format_rows([*report["steps"], total], fmt)
+        if fmt == "table":
+            t = report["total"]
+            text = (f"session {report['id']}  tenant {report['tenant']}  app {report['app']}  "
+                    f"{t['steps']} steps  {t['total_tokens']} tokens  {t['cost']} "
+                    f"{report['currency']}\n\n" + text)
+        typer.echo(text, nl=not text.endswith("\n"))

@@ -1,9 +1,11 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
-Stages in order: auth, validate, context (RAG packing, pinned marks), [input guard],
-tokens (with the overflow policy), [context cap], admission,
-[schedule], route. The upstream call retries across replicas and fallbacks; with
-governance the output guard wraps it. Finishers, once per request: routing, meter,
+Stages in order: auth, validate, [session], context (RAG packing, pinned marks),
+[input guard], tokens (with the overflow policy), [context cap], admission,
+[cache lookup], [schedule], route (a cache hit skips these two). The upstream call
+retries across replicas and fallbacks; the cache serves a hit or stores a miss's
+answer around it (pipeline/cache_stage.py); with governance the output guard wraps
+both. Finishers, once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
 limits the record lists], admission, [tracing], [access log]. The meter finisher also
 records each failed attempt.
@@ -18,6 +20,7 @@ from opentelemetry.trace import Tracer
 
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.auth.principal import Principal
+from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.compose.governance import Governance
 from tokenplane.compose.routing import Routing
 from tokenplane.config.context_schema import ContextConfig
@@ -30,6 +33,7 @@ from tokenplane.observe.access_log import AccessLog
 from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
+from tokenplane.pipeline.cache_stage import CachedCall, CacheStage, UnlessHit
 from tokenplane.pipeline.context_stage import ContextStage
 from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
@@ -37,6 +41,7 @@ from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.overflow import Overflow
 from tokenplane.pipeline.runner import Pipeline
+from tokenplane.pipeline.session_stage import SessionStage
 from tokenplane.pipeline.slo_stage import SloFinisher
 from tokenplane.pipeline.stages import (
     AuthStage,
@@ -70,6 +75,8 @@ class PipelineParts:
     access_log: AccessLog | None = None  # observe.access_log.enabled
     context: ContextConfig = field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
     packer: ContextPacker | None = None  # shared with POST /v1/context/pack (its ranker)
+    sessions: SessionStage | None = None  # agent sessions (config.sessions.enabled)
+    cache: ResponseCache | None = None  # the response cache (config.cache)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -92,9 +99,10 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
     offload = CountOffload()  # large prompts counted, many documents packed, off the loop
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models),
-                           ContextStage(counters, parts.context, overflow, offload,
-                                        parts.packer)]
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
+    if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
+        stages.append(parts.sessions)
+    stages.append(ContextStage(counters, parts.context, overflow, offload, parts.packer))
     tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
@@ -103,10 +111,17 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     if gov is not None:
         stages.append(ContextPolicyStage())
     stages.append(AdmissionStage(parts.admission))
+    cache = parts.cache
+    if cache is not None:
+        requests = routing.requests  # a canary split's version, chosen once per request
+        stages.append(CacheStage(cache, lambda ctx: requests.info(ctx).version))
     if routing.schedule_stage is not None:
-        stages.append(routing.schedule_stage)
-    stages.append(routing.route_stage)
+        stages.append(routing.schedule_stage if cache is None
+                      else UnlessHit(routing.schedule_stage))
+    stages.append(routing.route_stage if cache is None else UnlessHit(routing.route_stage))
     call: Call = UpstreamCall(max_attempts, router=routing.requests)
+    if cache is not None:
+        call = CachedCall(call, cache)
     if gov is not None:
         call = GuardedCall(call)
     finishers: list[Finisher] = [routing.finisher, parts.meter]

@@ -7,9 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.cache_schema import CacheConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
+from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
@@ -62,6 +64,13 @@ class PriceConfig(_Strict):
     tiers: list[PriceTier] = Field(default_factory=list)
 
 
+class SimOptions(_Strict):
+    """How a simulated backend's model behaves beyond its speed (engine/behaviour.py)."""
+
+    tool_call_rate: float = Field(0.5, ge=0, le=1)  # tool_choice auto: share that calls
+    reasoning: bool | None = None  # None: by the model's name (reasoner, r1, thinking)
+
+
 class BackendConfig(_Strict):
     """One upstream serving an alias: an OpenAI-compatible server or simulated replicas."""
 
@@ -72,6 +81,7 @@ class BackendConfig(_Strict):
     api_key_env: str | None = None
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
+    sim: SimOptions | None = None  # type sim only
     model_version: str | None = None  # canary / A-B splits choose among versions
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
 
@@ -99,6 +109,8 @@ class BackendConfig(_Strict):
     def _needs_url(self) -> BackendConfig:
         if self.type != "sim" and self.base_url is None:
             raise ValueError(f"base_url is required for a backend of type {self.type}")
+        if self.type != "sim" and self.sim is not None:
+            raise ValueError("sim options are for backends of type sim")
         return self
 
 
@@ -306,6 +318,8 @@ class GatewayConfig(_Strict):
     scheduling: SchedulingConfig = Field(default_factory=lambda: SchedulingConfig())  # type: ignore[call-arg]
     metering: MeteringConfig = Field(default_factory=lambda: MeteringConfig())
     context: ContextConfig = Field(default_factory=lambda: ContextConfig())  # type: ignore[call-arg]
+    sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())  # type: ignore[call-arg]
+    cache: CacheConfig | None = None  # response caches (docs/CACHE.md); None: none
     models: list[ModelConfig] = Field(min_length=1)
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
@@ -340,6 +354,22 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} has a "
                                  f"window of {other.context_window} tokens, not larger than "
                                  f"{m.context_window}")
+        return self
+
+    @model_validator(mode="after")
+    def _cache_references(self) -> GatewayConfig:
+        cache = self.cache
+        if cache is None:
+            return self
+        if cache.store == "redis" and not self.redis_url:
+            raise ValueError("cache.store is redis but no redis_url is set")
+        aliases = {m.alias for m in self.models}
+        tenants = {t.name for t in self.tenants}
+        for i, rule in enumerate(cache.rules):
+            if rule.model is not None and rule.model not in aliases:
+                raise ValueError(f"cache.rules[{i}].model: unknown model alias {rule.model!r}")
+            if rule.tenant is not None and tenants and rule.tenant not in tenants:
+                raise ValueError(f"cache.rules[{i}].tenant: unknown tenant {rule.tenant!r}")
         return self
 
     @model_validator(mode="after")

@@ -6,6 +6,9 @@ from typing import Any
 
 import orjson
 
+from tokenplane.engine.logprobs import TokenLogprob, chat_entry, chat_logprobs, text_logprobs
+from tokenplane.engine.planning import ChoicePlan
+
 DONE = b"data: [DONE]\n\n"
 
 
@@ -30,6 +33,7 @@ class Formatter:
     kind picks it: ``engine/kinds.py``)."""
 
     chunk_object = ""  # the ``object`` of a stream chunk
+    body_object = ""
 
     def __init__(self, rid: str, created: int, model: str, include_usage: bool) -> None:
         self.rid = rid
@@ -49,68 +53,96 @@ class Formatter:
             obj["usage"] = None
         return obj
 
-    def role_chunk(self) -> bytes | None:
-        """The chunk a stream opens with, if the shape has one."""
+    def role_chunk(self, index: int) -> bytes | None:
+        """The chunk a choice's stream opens with, if the shape has one."""
         return None
 
-    def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
+    def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
+        """One token's chunk; ``offset``: characters of the choice's text before it."""
         raise NotImplementedError
+
+    def call_chunk(self, index: int, call: dict[str, Any], finish_reason: str | None) -> bytes:
+        """A tool call's piece (chat only)."""
+        raise NotImplementedError
+
+    def finish_chunk(self, index: int, finish_reason: str) -> bytes:
+        """A choice's last chunk when its last token showed nothing of its own."""
+        return self.token_chunk(index, "", False, finish_reason)
 
     def usage_chunk(self, use: dict[str, Any]) -> bytes:
         obj = self._envelope([])
         obj["usage"] = use
         return sse(obj)
 
-    def body(self, content: str, reasoning: str | None, finish_reason: str,
-             use: dict[str, Any]) -> bytes:
+    def choice(self, index: int, plan: ChoicePlan, upto: int) -> dict[str, Any]:
+        """A choice of the whole body: the first ``upto`` tokens of ``plan``."""
         raise NotImplementedError
 
-    def _body(self, kind: str, choice: dict[str, Any], use: dict[str, Any]) -> bytes:
-        return orjson.dumps({"id": self.rid, "object": kind, "created": self.created,
-                             "model": self.model, "choices": [choice], "usage": use})
+    def body(self, choices: list[dict[str, Any]], use: dict[str, Any]) -> bytes:
+        return orjson.dumps({"id": self.rid, "object": self.body_object,
+                             "created": self.created, "model": self.model,
+                             "choices": choices, "usage": use})
 
 
 class ChatFormatter(Formatter):
     """Chat completions: ``delta`` chunks, a ``message`` body."""
 
     chunk_object = "chat.completion.chunk"
+    body_object = "chat.completion"
 
-    def role_chunk(self) -> bytes | None:
+    def role_chunk(self, index: int) -> bytes | None:
         """Chat streams open with the assistant role (vLLM sends it with the first token)."""
         delta = {"role": "assistant", "content": ""}
-        return sse(self._envelope([_choice_delta(delta, None)]))
+        return sse(self._envelope([_choice_delta(index, delta, None)]))
 
-    def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
+    def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
         delta = {"reasoning_content": text} if reasoning else {"content": text}
-        return sse(self._envelope([_choice_delta(delta, finish_reason)]))
+        ch = _choice_delta(index, delta, finish_reason)
+        if logprob is not None:
+            ch["logprobs"] = {"content": [chat_entry(logprob)], "refusal": None}
+        return sse(self._envelope([ch]))
 
-    def body(self, content: str, reasoning: str | None, finish_reason: str,
-             use: dict[str, Any]) -> bytes:
-        message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": []}
-        if reasoning is not None:
-            message["reasoning_content"] = reasoning
-        choice: dict[str, Any] = {"index": 0, "message": message, "logprobs": None,
-                                  "finish_reason": finish_reason, "stop_reason": None}
-        return self._body("chat.completion", choice, use)
+    def finish_chunk(self, index: int, finish_reason: str) -> bytes:
+        return sse(self._envelope([_choice_delta(index, {}, finish_reason)]))
+
+    def call_chunk(self, index: int, call: dict[str, Any], finish_reason: str | None) -> bytes:
+        return sse(self._envelope([_choice_delta(index, {"tool_calls": [call]}, finish_reason)]))
+
+    def choice(self, index: int, plan: ChoicePlan, upto: int) -> dict[str, Any]:
+        calls = plan.call_bodies() if plan.calls else []
+        content: str | None = plan.content(upto)
+        if calls and not content:
+            content = None
+        message: dict[str, Any] = {"role": "assistant", "content": content, "tool_calls": calls}
+        if plan.reasons:
+            message["reasoning_content"] = plan.reasoning_text()
+        lps = chat_logprobs(plan.content_logprobs()) if plan.logprobs is not None else None
+        return {"index": index, "message": message, "logprobs": lps,
+                "finish_reason": plan.finish, "stop_reason": None}
 
 
 class TextFormatter(Formatter):
     """Completions: ``text`` choices in chunks and body."""
 
     chunk_object = "text_completion"
+    body_object = "text_completion"
 
-    def token_chunk(self, text: str, reasoning: bool, finish_reason: str | None) -> bytes:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+    def token_chunk(self, index: int, text: str, reasoning: bool, finish_reason: str | None,
+                    logprob: TokenLogprob | None = None, offset: int = 0) -> bytes:
+        lps = text_logprobs([logprob], offset) if logprob is not None else None
+        choice = {"index": index, "text": text, "logprobs": lps, "finish_reason": finish_reason,
                   "stop_reason": None}
         return sse(self._envelope([choice]))
 
-    def body(self, content: str, reasoning: str | None, finish_reason: str,
-             use: dict[str, Any]) -> bytes:
-        choice = {"index": 0, "text": (reasoning or "") + content, "logprobs": None,
-                  "finish_reason": finish_reason, "stop_reason": None,
-                  "prompt_logprobs": None}
-        return self._body("text_completion", choice, use)
+    def choice(self, index: int, plan: ChoicePlan, upto: int) -> dict[str, Any]:
+        text = plan.reasoning_text() + plan.content(upto)
+        lps = text_logprobs(plan.content_logprobs(), len(plan.reasoning_text())) \
+            if plan.logprobs is not None else None
+        return {"index": index, "text": text, "logprobs": lps,
+                "finish_reason": plan.finish, "stop_reason": None, "prompt_logprobs": None}
 
 
-def _choice_delta(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
-    return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+def _choice_delta(index: int, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}

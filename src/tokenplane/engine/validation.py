@@ -7,11 +7,12 @@ from typing import Any, Protocol
 
 import orjson
 
+from tokenplane.engine.sampling import Sampling, parse_sampling
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.tokens.ids import check_token_ids
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
+EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
 
 
 class BodyCheck(Protocol):
@@ -32,6 +33,7 @@ class GenParams:
     include_usage: bool
     max_tokens: int | None
     reasoning_effort: str | None
+    sampling: Sampling | None = None  # None: a plain request (length only)
 
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
@@ -116,9 +118,6 @@ def parse_generation(body: dict[str, Any], kind: BodyCheck) -> GenParams:
     if model is not None and not isinstance(model, str):
         raise invalid("'model' must be a string", param="model")
     kind.check(body)
-    n = body.get("n")
-    if n is not None and (not _is_int(n) or n != 1):
-        raise invalid("only n=1 is supported", param="n")
     max_tokens = _optional_int(body, "max_tokens", 1)
     max_completion = _optional_int(body, "max_completion_tokens", 1)
     if max_completion is not None:
@@ -147,7 +146,8 @@ def parse_generation(body: dict[str, Any], kind: BodyCheck) -> GenParams:
     if effort is not None and effort not in EFFORTS:
         raise invalid(f"'reasoning_effort' must be one of {sorted(EFFORTS)}",
                       param="reasoning_effort")
-    return GenParams(kind.name, model, stream, include_usage, max_tokens, effort)
+    sampling = parse_sampling(body, kind.name == "chat")
+    return GenParams(kind.name, model, stream, include_usage, max_tokens, effort, sampling)
 
 
 def check_model(requested: str | None, served: str) -> None:

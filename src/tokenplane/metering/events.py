@@ -76,6 +76,23 @@ class UsageEvent:
     history_dropped_tokens: int = 0
     overflow: str | None = None  # "trim_history" | "fallback"
     overflow_from: str | None = None  # the alias asked for, on a fallback
+    # agent sessions (docs/SESSIONS.md): the session and step the request named (or the
+    # step the gateway numbered), tool calls in the answer, tool-result tokens in the
+    # prompt, those added since the previous step, and those a tool-output policy removed
+    session_id: str | None = None
+    session_step: int | None = None
+    tool_calls: int = 0
+    tool_output_tokens: int = 0
+    tool_output_added: int = 0
+    tool_output_removed: int = 0
+    # a response-cache hit (docs/CACHE.md): its kind (exact | semantic; None: not a
+    # hit), the request whose answer was served, and what it saved: the tokens not sent
+    # upstream and their list price less what the hit was billed (cost_micros)
+    cache: str | None = None
+    cache_source_request_id: str | None = None
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
+    saved_cost_micros: int = 0
     # the upstream's finish_reason of the answer (first choice that ended; "length" if
     # any choice hit max_tokens), None when none came back (migration 10, the advisor)
     finish_reason: str | None = None

@@ -23,6 +23,7 @@ class RetentionPolicy:
     day_rollups_s: float | None = None
     events_s: float | None = None
     fingerprints_idle_s: float | None = None  # drop fingerprints not seen for this long
+    sessions_idle_s: float | None = None  # drop session rollups idle for this long
 
 
 async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[str, int]:
@@ -50,4 +51,7 @@ async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[s
             "DELETE FROM system_fingerprints WHERE last_ts < ?",
             [now - policy.fingerprints_idle_s],
         )
+    if policy.sessions_idle_s is not None:
+        deleted["sessions"] = await sink.execute(
+            "DELETE FROM session_rollups WHERE last_ts < ?", [now - policy.sessions_idle_s])
     return deleted

@@ -89,6 +89,20 @@ class GatewayMetrics:
             "tokenplane_max_tokens_clamped", "Requests whose max_tokens was lowered to what "
             "the budget allows.", ["tenant"], registry=r,
         )
+        self.session_tool_output = Counter(
+            "tokenplane_session_tool_output", "Requests whose tool output was flagged: "
+            "tool_output_large (a result over the size), context_growth (a step added more "
+            "than the rate), tool_output_truncated (the policy shrank results).",
+            ["flag", "tenant"], registry=r,
+        )
+        self.session_tool_output_removed = Counter(
+            "tokenplane_session_tool_output_removed_tokens", "Tool-result tokens the "
+            "tool-output policy removed from prompts.", ["tenant"], registry=r,
+        )
+        self.session_budget_denials = Counter(
+            "tokenplane_session_budget_denials", "Session steps refused because the "
+            "session's budget was spent.", ["tenant"], registry=r,
+        )
         self.budget_alerts = Counter(
             "tokenplane_budget_alerts", "Budgets crossing 50 / 80 / 100 % of their limit "
             "(upwards).", ["tenant", "scope", "limit", "threshold"], registry=r,

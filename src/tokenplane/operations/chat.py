@@ -9,6 +9,7 @@ from tokenplane.operations.base import Operation, Segment
 from tokenplane.operations.fields import Obj
 from tokenplane.operations.prefix import message_segments
 from tokenplane.operations.schemas import chat_body
+from tokenplane.operations.structured import check_structured
 from tokenplane.operations.validate import check_body, check_common
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.prompt_parts import PartCounter
@@ -63,3 +64,5 @@ def validate_chat(body: dict[str, Any]) -> None:
     if body.get("top_logprobs") is not None and body.get("logprobs") is not True:
         raise invalid("'top_logprobs' needs 'logprobs': true", param="top_logprobs",
                       code="invalid_value")
+    if "tools" in body or "response_format" in body or "tool_choice" in body:
+        check_structured(body)

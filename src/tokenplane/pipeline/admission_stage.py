@@ -30,6 +30,8 @@ from tokenplane.admission.ticket import Ticket
 from tokenplane.config.schema import ModelConfig
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import settled_counts
+from tokenplane.sessions.budget import describe_denial, session_limits
+from tokenplane.sessions.ids import session_budget_error
 
 
 def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
@@ -69,7 +71,9 @@ class StreamDebit:
                 if res.denial is None:
                     return self._stop("reservation_expired",
                                       "The request's reservation expired before it ended.")
-                return self._stop(res.denial.code, res.denial.describe(svc.currency()))
+                code = ("session_budget_exceeded" if res.denial.scope.kind == "session"
+                        else res.denial.code)
+                return self._stop(code, res.denial.describe(svc.currency()))
             self.covered += self.granularity
             self.debits += 1
         return True
@@ -97,15 +101,19 @@ class AdmissionStage:
         svc.refresh()
         scopes = svc.scopes(p, alias)
         table = svc.admission.table
-        if not any(table.rules(s) for s in scopes):
-            return  # nothing limits this caller: no reservation, no store round trip
         now = time.time()
+        session = ctx.session
+        extra = (session_limits(p.tenant, session.session_id, session.rules, now)
+                 if session is not None and session.rules else [])
+        if not extra and not any(table.rules(s) for s in scopes):
+            return  # nothing limits this caller: no reservation, no store round trip
         prompt = ctx.counts.prompt
         embeddings = not ctx.operation.generates
         try:
             allowed: int | None = None
             if svc.cfg.clamp_max_tokens and not embeddings:
-                allowed = await svc.admission.allowed_tokens(scopes, now, prompt_tokens=prompt)
+                allowed = await svc.admission.allowed_tokens(scopes, now, prompt_tokens=prompt,
+                                                             extra=extra)
                 if allowed == 0:
                     allowed = None  # nothing left: let the reservation say which limit
             plan = plan_reservation(
@@ -115,13 +123,19 @@ class AdmissionStage:
                 cost=lambda i, o: svc.cost(alias, i, o),
             )
             result = await svc.admission.reserve(scopes, plan.amounts, now,
-                                                 reservation_id=ctx.request_id)
+                                                 reservation_id=ctx.request_id, extra=extra)
         except StoreUnavailable as exc:
             svc.note_store_health()
             svc.metrics.admission_unavailable.labels(p.tenant).inc()
             raise unavailable_error(exc) from None
         svc.note_store_health()
         if isinstance(result, Denial):
+            if session is not None and result.scope.kind == "session":
+                svc.metrics.session_budget_denials.labels(p.tenant).inc()
+                raise session_budget_error(
+                    session.session_id,
+                    describe_denial(session.session_id, result, svc.currency(),
+                                    plan.amounts.of(result.unit)))
             code = "request_exceeds_limit" if result.never else result.code
             svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
             raise denial_error(result, extra_headers=denial_ratelimit_headers(result),

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
+from tokenplane.cache.hits import CacheFill, CacheHit
 from tokenplane.config.schema import ModelConfig
 from tokenplane.context.documents import Packed
 from tokenplane.governance.guard_state import GuardState
@@ -16,6 +17,7 @@ from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context_use import OverflowUse
 from tokenplane.pipeline.relayed import RelayedText
 from tokenplane.pipeline.route_info import RouteInfo
+from tokenplane.sessions.step import SessionStep
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.upstream.pool import Endpoint, Pool
 
@@ -123,6 +125,10 @@ class RequestContext:
     pinned: frozenset[int] = frozenset()  # messages history trimming keeps
     overflow: OverflowUse | None = None  # what the overflow policy did
     reply_extra: dict[str, Any] | None = None  # added to a whole answer as "tokenplane"
+    session: SessionStep | None = None  # the agent session and step (session stage)
+    tool_calls: int = 0  # tool calls in the answer (every choice)
+    cache_hit: CacheHit | None = None  # the cached answer served (pipeline/cache_stage.py)
+    cache_fill: CacheFill | None = None  # where a cache miss's answer is stored
 
     @property
     def tenant(self) -> str | None:

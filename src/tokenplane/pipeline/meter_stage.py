@@ -31,6 +31,12 @@ class Recorder(Protocol):
     def record(self, event: UsageEvent) -> Awaitable[Any]: ...
 
 
+class HitBilling(Protocol):
+    """Bills a cache hit's event (``cache/gateway/service.py``)."""
+
+    def bill_hit(self, event: UsageEvent, ctx: RequestContext) -> None: ...
+
+
 class Calibrator(Protocol):
     def calibrate(self, alias: str, features: dict[str, int], reported_prompt: int) -> None: ...
 
@@ -45,6 +51,8 @@ def _int(d: Any, *path: str) -> int | None:
 
 def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], int]) -> TokenCounts:
     """The request's counts: sources from the gateway, totals from the upstream."""
+    if ctx.cache_hit is not None:  # served from the cache: nothing processed upstream
+        return TokenCounts()
     c = ctx.counts
     counts = TokenCounts(c.system, c.history, c.context, c.tools, c.user)
     u = ctx.usage
@@ -130,12 +138,14 @@ class MeterFinisher:
         count_text: Callable[[ModelConfig, str], int],
         predictor: LengthPredictor | None = None,
         calibrator: Calibrator | None = None,
+        hits: HitBilling | None = None,
     ) -> None:
         self.recorder = recorder
         self.metrics = metrics
         self.count_text = count_text
         self.predictor = predictor
         self.calibrator = calibrator
+        self.hits = hits
         self.series = SeriesBook(metrics)
 
     async def finish(self, ctx: RequestContext) -> None:
@@ -169,11 +179,20 @@ class MeterFinisher:
             model_version=ctx.model_version,
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
+            tool_calls=ctx.tool_calls,
             finish_reason=ctx.finish_reason if ctx.upstream_start is not None else None,
         )
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
             context_fields(ctx, event)
+        step = ctx.session
+        if step is not None:
+            event.session_id, event.session_step = step.session_id, step.step
+            event.tool_output_tokens = step.tool_output_tokens
+            event.tool_output_added = step.tool_output_added
+            event.tool_output_removed = step.tool_output_removed
+        if ctx.cache_hit is not None and self.hits is not None:
+            self.hits.bill_hit(event, ctx)  # priced here: the recorder leaves it
         durable = self.recorder.record(event)  # prices the event
         if event.cost_micros:
             series.cost(event.currency).inc(event.cost_micros)

@@ -22,6 +22,7 @@ from tokenplane.pipeline.client_watch import ClientGone, StreamWatch, watched
 from tokenplane.pipeline.context import RequestContext, StreamGuard
 from tokenplane.pipeline.relayed import RelayedText, parse_event
 from tokenplane.pipeline.upstream_errors import upstream_failure
+from tokenplane.sessions.tool_calls import answer_tool_calls, chunk_tool_calls
 from tokenplane.upstream.pool import Endpoint, pick_least_loaded
 from tokenplane.upstream.sse import DONE, frame
 from tokenplane.upstream.types import UpstreamError, UpstreamRequest, UpstreamResponse
@@ -137,6 +138,7 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
         model = obj.get("model")
         if isinstance(model, str):
             ctx.response_model = model
+        ctx.tool_calls = answer_tool_calls(obj)
         choices = obj.get("choices")
         if isinstance(choices, list):
             for choice in choices:
@@ -267,6 +269,10 @@ def _keep(ctx: RequestContext, ev: bytes) -> bool:
     """Absorbs one event into ``ctx``; True when it is to be passed to the client."""
     if ev.startswith(b"data: [DONE]") or not ev.startswith(b"data:"):
         return False
+    if b'"tool_calls"' in ev:
+        call = parse_event(ev)
+        if call is not None:
+            ctx.tool_calls += chunk_tool_calls(call)
     if b'"finish_reason":"' in ev or b'"finish_reason": "' in ev:
         for reason in _FINISH.findall(ev):
             note_finish(ctx, reason.decode())

@@ -118,6 +118,21 @@ class SloEvaluator:
                 ))
         return out
 
+    def tallies(self) -> list[tuple[str, str, str, BucketTally]]:
+        """Every tally as ``(slo, sli, version, tally)``; version "" is the SLO's own,
+        the others are a canary guard's per-version tallies."""
+        out = [(slo, sli, "", t) for (slo, sli), t in self._tallies.items()]
+        out += [(slo, sli, v, t) for (slo, sli, v), t in self._versions.items()]
+        return out
+
+    def load_bucket(self, slo: str, sli: str, version: str, bucket: int, valid: int,
+                    bad: int) -> None:
+        """Add a whole bucket counted before (the durable minutes, slo/minutes.py)."""
+        if (slo, sli) not in self._tallies:
+            return
+        tally = self.version_tally(slo, sli, version) if version else self._tallies[(slo, sli)]
+        tally.add_bucket(bucket, valid, bad)
+
     def prune(self, now: float) -> None:
         """Forget buckets older than every SLO's window."""
         for slo in self.slos:

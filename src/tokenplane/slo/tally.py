@@ -98,6 +98,14 @@ class BucketTally:
         first = self.bucket_of(now - span_s) + 1 if span_s >= self.bucket_s else last
         return self.between(first, last)
 
+    def buckets(self, first: int, last: int) -> list[tuple[int, int, int]]:
+        """``(bucket, valid, bad)`` of the buckets ``first`` to ``last`` that hold
+        counts (both included), oldest first."""
+        lo = bisect_left(self._keys, first)
+        hi = bisect_right(self._keys, last)
+        return [(k, self._valid[k], self._bad[k]) for k in self._keys[lo:hi]
+                if self._valid[k] or self._bad[k]]
+
     def prune(self, before_ts: float) -> None:
         """Forget what a window reaching back to ``before_ts`` no longer sums: the bucket
         holding it and every older one."""

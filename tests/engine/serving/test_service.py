@@ -128,7 +128,7 @@ async def test_completions_stream_and_non_stream(
         ("/v1/chat/completions", {"model": MODEL}, "messages"),
         ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]},
          "messages[0].role"),
-        ("/v1/chat/completions", chat_body(n=2), "n"),
+        ("/v1/chat/completions", chat_body(n=0), "n"),
         ("/v1/chat/completions", chat_body(max_tokens=0), "max_tokens"),
         ("/v1/chat/completions", chat_body(max_tokens="5"), "max_tokens"),
         ("/v1/chat/completions", chat_body(stream_options={"include_usage": True}),

@@ -7,7 +7,12 @@ import pytest
 from tests.metering.factories import make_event
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.stores.base import LedgerSink, event_row, row_event
+from tokenplane.metering.stores.migrations import SQLITE_MIGRATIONS
 from tokenplane.metering.stores.open import open_sink
+
+VERSIONS = [v for v, _ in SQLITE_MIGRATIONS]
+SESSION_COLUMNS = ("session_id", "session_step", "tool_calls", "tool_output_tokens",
+                   "tool_output_added", "tool_output_removed")  # migration 6
 
 
 async def _scalar(sink: LedgerSink, sql: str) -> int:
@@ -58,9 +63,9 @@ async def test_migrations_idempotent_even_when_racing(sink_target: str) -> None:
     first, second = await asyncio.gather(open_sink(sink_target), open_sink(sink_target))
     try:
         applied = sorted([first.applied_migrations, second.applied_migrations])  # type: ignore[attr-defined]
-        assert applied == [[], [1, 2, 3, 4, 5, 10]]  # exactly one of them ran each migration
+        assert applied == [[], VERSIONS]  # exactly one of them ran each migration
         assert await first.migrate_again() == []  # type: ignore[attr-defined]
-        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == 6
+        assert await _scalar(first, "SELECT COUNT(*) FROM schema_migrations") == len(VERSIONS)
     finally:
         await first.close()
         await second.close()
@@ -111,10 +116,11 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
 ) -> None:
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
-                      ("slo_class", "prefix_segments", *V5_COLUMNS, *V10_COLUMNS))
+                      ("slo_class", "prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS,
+                       *CACHE_COLUMNS, *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [2, 3, 4, 5, 10]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[1:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).slo_class is None
@@ -131,10 +137,11 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     """A ledger written before migration 4 keeps its rows (SLO class included); they
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
-                      ("prefix_segments", *V5_COLUMNS, *V10_COLUMNS))
+                      ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS,
+                       *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [4, 5, 10]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[3:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1, slo_class="batch")
         assert row_event(rows[0]).prefix_segments is None
@@ -151,10 +158,10 @@ async def test_a_v4_ledger_gains_the_context_columns(
     """A ledger written before migration 5 keeps its rows (zero context tokens, no
     overflow); new rows carry the packing and overflow figures."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
-                      (*V5_COLUMNS, *V10_COLUMNS))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [5, 10]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         old = row_event(rows[0])
         assert old == make_event(1, prefix_segments="[[1,2]]")
@@ -171,12 +178,79 @@ async def test_a_v4_ledger_gains_the_context_columns(
         await sink.close()
 
 
-async def test_a_v5_ledger_gains_the_advice_tables(
+async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 6 keeps its rows (no session); new rows carry
+    their session and step, and the session rollups sum only the rows inserted."""
+    await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[]"),
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, *V10_COLUMNS))
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        old = row_event(rows[0])
+        assert old.session_id is None and old.session_step is None and old.tool_calls == 0
+        steps = [make_event(10 + i, tenant="acme", app="agent", session_id="s1",
+                            session_step=i + 1, tool_calls=i, tool_output_added=100 * i,
+                            tool_output_tokens=100 * i, cost_micros=1000 + i,
+                            arrival_ts=1_700_000_000.0 + i)
+                 for i in range(4)]
+        retry = make_event(13, attempt=1, tenant="acme", app="agent", session_id="s1",
+                           session_step=4, status="ok", cost_micros=7)
+        other = make_event(20, tenant="globex", session_id="s1", session_step=1)
+        assert await sink.write([*steps, retry, other]) == 6
+        assert await sink.write(steps) == 0  # a replay adds nothing to the rollups
+        back = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-12"])
+        assert row_event(back[0]) == steps[2]
+        got = await sink.fetch("SELECT * FROM session_rollups ORDER BY tenant")
+        assert [(r["tenant"], r["session_id"]) for r in got] == [("acme", "s1"), ("globex", "s1")]
+        acme = got[0]
+        assert acme["app"] == "agent"
+        assert (acme["requests"], acme["steps"], acme["max_step"]) == (5, 4, 4)
+        assert acme["tool_calls"] == 0 + 1 + 2 + 3
+        assert acme["tool_output_added"] == 600
+        assert acme["cost_micros"] == 1000 + 1001 + 1002 + 1003 + 7
+        assert acme["input_tokens"] == 5 * 15
+        assert acme["first_ts"] == 1_700_000_000.0
+        assert acme["last_ts"] == 1_700_000_013.0
+    finally:
+        await sink.close()
+
+
+CACHE_COLUMNS = ("cache", "cache_source_request_id", "saved_input_tokens",
+                 "saved_output_tokens", "saved_cost_micros")
+
+
+async def test_a_v4_ledger_gains_the_cache_columns(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 7 keeps its rows; they read back as no cache
+    hit with nothing saved, and a hit's row carries its kind, source and savings."""
+    await _old_ledger(sink_target, monkeypatch, 4, make_event(1, slo_class="batch"),
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, *V10_COLUMNS))
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        old = row_event(rows[0])
+        assert old == make_event(1, slo_class="batch")
+        assert old.cache is None and old.saved_cost_micros == 0
+        hit = make_event(2, cache="semantic", cache_source_request_id="req-1",
+                         saved_input_tokens=30, saved_output_tokens=12, saved_cost_micros=77)
+        await sink.write([hit])
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE cache = ?", ["semantic"])
+        assert [row_event(r) for r in rows] == [hit]
+    finally:
+        await sink.close()
+
+
+async def test_a_v8_ledger_gains_the_advice_tables(
     sink_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A ledger written before migration 10 keeps its rows (no finish reason); new rows
     carry theirs and fill the advice rollups; the feedback table takes scores."""
-    await _old_ledger(sink_target, monkeypatch, 5, make_event(1), V10_COLUMNS)
+    await _old_ledger(sink_target, monkeypatch, 8, make_event(1), V10_COLUMNS)
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == [10]  # type: ignore[attr-defined]

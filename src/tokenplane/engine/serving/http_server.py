@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.defaults import PromptIds, default_tokenizer, simple_prompt_ids
 from tokenplane.engine.generation import SimulatedDrop
 from tokenplane.engine.profiles import get_profile
@@ -80,6 +81,7 @@ async def serve_replicas(
     record_bodies: bool = False,
     seed: int = 0,
     jitter: float = 0.0,
+    behaviour: SimBehaviour | None = None,
     on_ready: Callable[[list[int]], None] | None = None,
 ) -> None:
     """Run ``replicas`` engines, replica i on ``port + i``, until cancelled.
@@ -99,6 +101,7 @@ async def serve_replicas(
             service = EngineService(
                 prof, tok, build_ids, model_name, max_model_len=max_model_len,
                 record_bodies=record_bodies, seed=seed + i, jitter=jitter,
+                behaviour=behaviour,
             )
             # a client that closes its connection cancels its handler, as vLLM aborts a
             # request whose client left (a non-stream one included: Generation.wait

@@ -40,11 +40,13 @@ from typing import Any
 
 import orjson
 
+from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.core import Engine, EngineRequest, StepResult
 from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
 from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
 from tokenplane.engine.kinds import GenerationKind, served_kinds
+from tokenplane.engine.planning import Planner
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.engine.serving.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
@@ -63,7 +65,6 @@ SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 Body = dict[str, Any]
 Headers = Mapping[str, str]
 Handler = Callable[[Body, Headers], Awaitable['ServiceResponse']]
-REASONING_SHARE = {"none": 0.0, "minimal": 0.1, "low": 0.25, "medium": 0.5, "high": 0.75}
 
 
 @dataclass
@@ -75,10 +76,11 @@ class ServiceResponse:
 
 
 class _Live:
-    __slots__ = ("arrival", "gen", "last")
+    __slots__ = ("arrival", "gen", "index", "last")
 
-    def __init__(self, gen: Generation, arrival: float) -> None:
+    def __init__(self, gen: Generation, index: int, arrival: float) -> None:
         self.gen = gen
+        self.index = index  # the choice this engine request generates
         self.arrival = arrival
         self.last: float | None = None
 
@@ -122,6 +124,7 @@ class EngineService:
         record_limit: int = 100,
         seed: int = 0,
         jitter: float = 0.0,
+        behaviour: SimBehaviour | None = None,
     ) -> None:
         if isinstance(engine_or_profile, Engine):
             self.engine = engine_or_profile
@@ -133,8 +136,9 @@ class EngineService:
         self.metrics = EngineMetricsExporter(self.engine, model_name)
         self._prompt_ids = prompt_ids
         self._clock = clock
-        self._pool = WordPool(tokenizer)
-        self._words = {i: tokenizer.decode([i]) for i in self._pool.ids}
+        pool = WordPool(tokenizer)
+        words = {i: tokenizer.decode([i]) for i in pool.ids}
+        self._planner = Planner(tokenizer, pool, words, model_name, behaviour or SimBehaviour())
         self._block_size = self.engine.profile.block_size
         self._lives: dict[str, _Live] = {}
         self._wake = asyncio.Event()
@@ -212,12 +216,12 @@ class EngineService:
             else:
                 metrics.itl.observe(now - live.last)
             live.last = now
-            live.gen.queue.put_nowait(count)
+            live.gen.queue.put_nowait((live.index, count))
         for fin in res.finished:
             live = lives.pop(fin.request_id, None)
             if live is not None:
                 metrics.e2e.observe(now - live.arrival)
-                live.gen.queue.put_nowait(fin)
+                live.gen.queue.put_nowait((live.index, fin))
 
     def _abort(self, rid: str) -> None:
         self._lives.pop(rid, None)
@@ -273,36 +277,47 @@ class EngineService:
         prompt_len = len(ids)
         if prompt_len == 0:
             raise invalid("the prompt is empty", param=kind.prompt_param)
-        n_out, finish = self._output_length(ids, params.max_tokens)
-        reasoning: int | None = None
-        if params.reasoning_effort is not None:
-            share = REASONING_SHARE[params.reasoning_effort]
-            reasoning = min(int(n_out * share), n_out - 1)
-        words = [self._words[i] for i in self._pool.output_ids(ids, n_out)]
+        room = self._room(prompt_len, params.max_tokens)
+        effort = self._planner.effort(params.reasoning_effort)
+        if params.sampling is None:
+            if params.max_tokens is not None:
+                n_out, finish = params.max_tokens, "length"
+            else:
+                natural = natural_length(ids)
+                n_out, finish = (natural, "stop") if natural <= room else (room, "length")
+            plans = [self._planner.plain(ids, n_out, finish, effort)]
+        else:
+            plans = self._planner.plan(ids, params.sampling, params.max_tokens, room, effort,
+                                       body)
         rid = f"{kind.id_prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
         fmt = kind.formatter(rid, int(time.time()), self.model_name, params.include_usage)
-        gen = Generation(rid, prompt_len, words, finish, reasoning, fmt, self._abort)
+        gen = Generation(rid, prompt_len, plans, fmt, self._abort)
         if self._task is None:
             if self._closed:
                 raise GatewayError(503, "the engine is shut down", code="shutting_down")
             await self.start()
         now = self._clock()
-        req = EngineRequest(rid, prompt_len, n_out, block_hashes(ids, self._block_size), now)
+        hashes = block_hashes(ids, self._block_size)
+        added: list[str] = []
         try:
-            self.engine.add(req, now)
+            for index, (sub, plan) in enumerate(zip(gen.sub_ids, plans, strict=True)):
+                self.engine.add(EngineRequest(sub, prompt_len, len(plan.pieces), hashes, now), now)
+                added.append(sub)
+                self._lives[sub] = _Live(gen, index, now)
         except ValueError as exc:
+            for sub in added:
+                self._abort(sub)
             raise invalid(str(exc), code="context_length_exceeded") from None
-        self._lives[rid] = _Live(gen, now)
         self._idle.clear()
         self._wake.set()
         if params.stream:
             return ServiceResponse(200, dict(SSE_HEADERS), None, SSEStream(gen, fail_after))
-        fin = await gen.wait()
-        return ServiceResponse(200, dict(JSON), gen.body(fin), None)
+        await gen.wait()
+        return ServiceResponse(200, dict(JSON), gen.body(), None)
 
-    def _output_length(self, ids: list[int], max_tokens: int | None) -> tuple[int, str]:
+    def _room(self, prompt_len: int, max_tokens: int | None) -> int:
+        """Tokens the window leaves after the prompt (400 when the request cannot fit)."""
         limit = self.max_model_len
-        prompt_len = len(ids)
         if max_tokens is not None:
             if prompt_len + max_tokens > limit:
                 raise invalid(
@@ -312,16 +327,13 @@ class EngineService:
                     "of the messages or completion.",
                     param="max_tokens", code="context_length_exceeded",
                 )
-            return max_tokens, "length"
-        if prompt_len >= limit:
+        elif prompt_len >= limit:
             raise invalid(
                 f"This model's maximum context length is {limit} tokens. However, your "
                 f"prompt has {prompt_len} tokens. Please reduce the length of the messages.",
                 param="messages", code="context_length_exceeded",
             )
-        natural = natural_length(ids)
-        room = limit - prompt_len
-        return (natural, "stop") if natural <= room else (room, "length")
+        return limit - prompt_len
 
     async def embed(self, body: Body, headers: Headers) -> ServiceResponse:
         out = embeddings_body(body, self.tokenizer, self.model_name,

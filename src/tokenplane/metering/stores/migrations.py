@@ -182,6 +182,93 @@ def _v5(dialect: int) -> tuple[str, ...]:
     return tuple(col(name, kind) for name, kind in _EVENT_COLUMNS_V5)
 
 
+# v6: agent sessions (docs/SESSIONS.md): the session and step of each event, the tool
+# calls of its answer and its tool-result tokens; and one rollup row per session, so
+# that listing the costliest sessions reads no events.
+_EVENT_COLUMNS_V6: tuple[tuple[str, str], ...] = (
+    ("session_id", "text?"),
+    ("session_step", "int?"),
+    ("tool_calls", "int0"),
+    ("tool_output_tokens", "int0"),
+    ("tool_output_added", "int0"),
+    ("tool_output_removed", "int0"),
+)
+_SESSION_MEASURES_V6: tuple[str, ...] = (
+    "requests", "steps", "errors", "input_tokens", "output_tokens", "tool_output_added",
+    "tool_calls", "cost_micros",
+)
+
+
+def _v6(dialect: int) -> tuple[str, ...]:
+    integer, real = _T["int"][dialect], _T["real"][dialect]
+
+    def col(kind: str) -> str:
+        if kind == "int0":
+            return f"{integer} NOT NULL DEFAULT 0"
+        return integer if kind == "int?" else _T[kind][dialect]
+
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _SESSION_MEASURES_V6)
+    return (
+        *(f"ALTER TABLE usage_events ADD COLUMN {name} {col(kind)}"
+          for name, kind in _EVENT_COLUMNS_V6),
+        "CREATE INDEX usage_events_session ON usage_events (session_id, tenant)",
+        f"""CREATE TABLE session_rollups (
+  tenant TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  app TEXT NOT NULL,
+  {measures},
+  max_step {integer} NOT NULL DEFAULT 0,
+  first_ts {real} NOT NULL,
+  last_ts {real} NOT NULL,
+  PRIMARY KEY (tenant, session_id, currency)
+)""",
+        "CREATE INDEX session_rollups_last ON session_rollups (last_ts)",
+    )
+
+
+# v7: response-cache hits (docs/CACHE.md): the cache kind (exact | semantic; NULL: not
+# a hit), the request whose answer was served, and the tokens and list price saved.
+# Events written before read as no hit and nothing saved.
+_EVENT_COLUMNS_V7: tuple[tuple[str, str], ...] = (
+    ("cache", "text?"),
+    ("cache_source_request_id", "text?"),
+    ("saved_input_tokens", "int"),
+    ("saved_output_tokens", "int"),
+    ("saved_cost_micros", "int"),
+)
+
+
+def _v7(dialect: int) -> tuple[str, ...]:
+    def col(name: str, kind: str) -> str:
+        default = "" if kind.endswith("?") else " NOT NULL DEFAULT 0"
+        return f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}{default}"
+
+    return (*(col(n, k) for n, k in _EVENT_COLUMNS_V7),
+            "CREATE INDEX usage_events_cache ON usage_events (tenant, cache, ts)")
+
+
+# v8: the SLIs' sealed one-minute counts (slo/minutes.py, docs/SLO.md): a restart
+# reads them for the SLO window and the raw rows only since the last sealed minute.
+# ``slo_key`` hashes what decides the verdicts (SLO name, selector, SLI kind and
+# threshold); ``version`` is "" for the SLO's own counts, else a canary's version.
+def _v8(dialect: int) -> tuple[str, ...]:
+    integer, text = _T["int"][dialect], _T["text"][dialect]
+    return (
+        f"""CREATE TABLE slo_minutes (
+  slo_key {text} NOT NULL,
+  slo {text} NOT NULL,
+  sli {text} NOT NULL,
+  version {text} NOT NULL,
+  minute {integer} NOT NULL,
+  valid {integer} NOT NULL,
+  bad {integer} NOT NULL,
+  PRIMARY KEY (slo_key, version, minute)
+)""",
+        "CREATE INDEX slo_minutes_minute ON slo_minutes (minute)",
+    )
+
+
 # v10: the optimisation advisor (docs/ADVICE.md): each answer's finish_reason; one
 # rollup row per (day, tenant, app, alias, model version, template, currency) with the
 # sums the advisor reads (advice_rollups, upserted with the events like usage_rollups);
@@ -237,13 +324,15 @@ def _v10(dialect: int) -> tuple[str, ...]:
 
 
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (10, _v10(0)))
+    (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
+    (7, _v7(0)), (8, _v8(0)), (10, _v10(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
-    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (10, _v10(1)))
+    (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
+    (7, _v7(1)), (8, _v8(1)), (10, _v10(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
-    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V10
+    + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7 + _EVENT_COLUMNS_V10
 )
 
 SCHEMA_MIGRATIONS_DDL = (

@@ -31,6 +31,11 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import (
+    SESSION_COLUMNS,
+    session_rows,
+    upsert_sessions_sql,
+)
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import POSTGRES_MIGRATIONS, SCHEMA_MIGRATIONS_DDL
 
@@ -60,6 +65,11 @@ _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
 _UPSERT_ADVICE = upsert_advice_sql(
     lambda i: f"${i + 1}",
     _unnest(["bigint", *["text"] * (len(ADVICE_KEY) - 1), *["bigint"] * len(ADVICE_MEASURES)]),
+)
+
+_UPSERT_SESSIONS = upsert_sessions_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["text"] * 4 + ["bigint"] * (len(SESSION_COLUMNS) - 6) + ["float8", "float8"]),
 )
 
 
@@ -182,6 +192,9 @@ class PostgresSink:
             fps = fingerprint_rows(inserted)
             if fps:
                 await con.execute(_UPSERT_FINGERPRINTS, *_columns(fps))
+            sessions = session_rows(inserted)
+            if sessions:
+                await con.execute(_UPSERT_SESSIONS, *_columns(sessions))
             await con.execute(_UPSERT_ADVICE, *_columns(advice_rows(inserted)))
             return len(inserted)
 

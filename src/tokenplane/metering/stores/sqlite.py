@@ -23,6 +23,7 @@ from tokenplane.metering.rollups import (
     upsert_fingerprints_sql,
     upsert_rollups_sql,
 )
+from tokenplane.metering.session_rollups import session_rows, upsert_sessions_sql
 from tokenplane.metering.stores.base import event_row
 from tokenplane.metering.stores.migrations import SCHEMA_MIGRATIONS_DDL, SQLITE_MIGRATIONS
 
@@ -35,6 +36,7 @@ _INSERT_EVENT = (
 )
 _UPSERT_ROLLUPS = upsert_rollups_sql(lambda _: "?")
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
+_UPSERT_SESSIONS = upsert_sessions_sql(lambda _: "?")
 _UPSERT_ADVICE = upsert_advice_sql(lambda _: "?")
 
 
@@ -152,6 +154,9 @@ class SqliteSink:
                 fps = fingerprint_rows(inserted)
                 if fps:
                     cur.executemany(_UPSERT_FINGERPRINTS, fps)
+                sessions = session_rows(inserted)
+                if sessions:
+                    cur.executemany(_UPSERT_SESSIONS, sessions)
                 cur.executemany(_UPSERT_ADVICE, advice_rows(inserted))
             cur.execute("COMMIT")
         except BaseException:

@@ -3,9 +3,13 @@
 Every ``refresh_s`` (``slo_alerting.evaluate_every``). The first round reads the last
 attempt of every request in the longest SLO window (so a restart resets no window);
 later rounds read from the watermark less an overlap (``LedgerFeed`` counts each
-request once, as its final attempt). Every ``reload_s`` it rebuilds from scratch,
+request once, as its final attempt). Every ``reload_s`` it rebuilds,
 which also takes in rows that reached the ledger later than the overlap (a dead
-worker's journal adopted long after). Every worker and replica reads the same ledger,
+worker's journal adopted long after). With the sealed minutes (``minutes``, the
+``slo_minutes`` table, ``slo/minutes.py``) a rebuild loads the window's minutes older
+than about an hour and reads raw rows only since then, and every round writes the
+minutes that became sealed, so neither a restart nor the hourly rebuild reads 30
+days of rows. Every worker and replica reads the same ledger,
 so each one's view is the whole gateway's. After each round the alerting (when
 webhooks are configured) sends what changed, from one leader.
 """
@@ -25,6 +29,8 @@ from tokenplane.slo.evaluator import SliStatus, SloEvaluator
 from tokenplane.slo.facts import facts_from_row
 from tokenplane.slo.feed import LedgerFeed
 from tokenplane.slo.gateway.alerting import SloAlerting
+from tokenplane.slo.gateway.minutes_store import MinuteStore
+from tokenplane.slo.minutes import DEFAULT_SEAL_S, MinuteBook
 from tokenplane.slo.protection import BudgetProtection
 from tokenplane.slo.spec import Slo
 
@@ -45,6 +51,9 @@ class SloService:
         guards: CanaryGuards | None = None,
         protection: BudgetProtection | None = None,
         restrict: Callable[[dict[str, ClassRestriction]], None] | None = None,
+        minutes: MinuteStore | None = None,
+        seal: bool = True,
+        seal_s: float = DEFAULT_SEAL_S,
     ) -> None:
         self.slos = tuple(slos)
         self.sink = sink
@@ -55,6 +64,13 @@ class SloService:
         self.guards = guards
         self.protection = protection
         self.restrict = restrict
+        # the sealed minutes (slo/minutes.py): read at every rebuild; written when
+        # ``seal`` (the gateway; ``tokenplane slo status`` only reads them)
+        self.minutes = minutes
+        self.seal = seal
+        self.book = MinuteBook(self.slos, seal_s)
+        self.sealed_to: int | None = None  # the first bucket not yet written
+        self.raw_from: float | None = None  # where the last rebuild read raw rows from
         self.longest_s = max((s.window_s for s in self.slos), default=0.0)
         self.feed: LedgerFeed | None = None
         self.loaded_at = 0.0
@@ -77,12 +93,16 @@ class SloService:
         if feed is None or now - self.loaded_at >= self.reload_s:
             versioned = self.guards.slo_names if self.guards is not None else ()
             feed = LedgerFeed(SloEvaluator(self.slos, by_version=versioned), self.overlap_s)
-            await self._read(feed, now - self.longest_s, now)
+            start = await self._load_minutes(feed.evaluator, now)
+            self.raw_from = start
+            await self._read(feed, start, now)
             self.feed, self.loaded_at = feed, now  # swap in a whole view
         else:
             since = feed.since()
             await self._read(feed, now - self.longest_s if since is None else since, now)
         feed.evaluator.prune(now)
+        if self.minutes is not None and self.seal:
+            await self._seal(feed.evaluator, now)
         self.refreshed_at = now
         if self.protection is not None and self.restrict is not None:
             self.restrict(self.protection.decide(feed.evaluator, now))
@@ -93,6 +113,34 @@ class SloService:
         for d in decisions:
             log.warning("canary guard: %s of %s rolled back to %s: %s", d.spec.canary,
                         d.spec.alias, d.spec.stable, d.verdict.reason)
+
+    async def _load_minutes(self, evaluator: SloEvaluator, now: float) -> float:
+        """Load the sealed minutes of the window; where to read raw rows from (the
+        window's start when some SLI has none stored)."""
+        bucket_s = evaluator.bucket_s
+        first = int((now - self.longest_s) // bucket_s)
+        if self.minutes is None:
+            return now - self.longest_s
+        stored = await self.minutes.read(list(self.book.keys.values()), first)
+        resume = self.book.resume(stored)
+        if resume is None or resume <= first:
+            self.sealed_to = first
+            return now - self.longest_s
+        self.book.load(evaluator, stored, resume)
+        self.sealed_to = resume
+        if self.seal:
+            await self.minutes.prune(first)
+        return resume * bucket_s
+
+    async def _seal(self, evaluator: SloEvaluator, now: float) -> None:
+        """Write the minutes that became sealed since the last write."""
+        assert self.minutes is not None
+        edge = self.book.sealed_before(now, evaluator.bucket_s)
+        start = self.sealed_to
+        if start is None or edge <= start:
+            return
+        await self.minutes.write(list(self.book.to_seal(evaluator, start, edge)))
+        self.sealed_to = edge
 
     async def _read(self, feed: LedgerFeed, since: float, until: float) -> None:
         rows = await slo_rows(self.sink(), since, until + 1.0)

@@ -1,0 +1,2 @@
+"""Reports for people outside the platform team: cost (finance) and compliance, as
+HTML or PDF (docs/REPORTS.md)."""

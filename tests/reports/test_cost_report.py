@@ -1,0 +1,167 @@
+"""``tokenplane report cost`` (issue 17): a ledger of two months written through the
+real sink; the report's numbers equal ``tokenplane usage``'s for the same month, in
+HTML and in a PDF opened with pypdf (text and page count); the forecast, the drivers
+and the prefix-cache saving; bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from pypdf import PdfReader
+from typer.testing import CliRunner
+
+from tokenplane.cli.main import build_cli
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.stores.open import open_sink
+from tokenplane.reports.cost import forecast, money
+from tokenplane.reports.month import Month
+
+NOV = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
+OCT = datetime(2026, 10, 1, tzinfo=UTC).timestamp()
+DAY = 86400.0
+
+# (tenant, department, app, model, month start, day, requests, cost micros each,
+#  cached input tokens each)
+TRAFFIC = [
+    ("acme", "sales", "crm-bot", "chat", OCT, 3, 10, 20_000, 0),
+    ("acme", "sales", "crm-bot", "chat", NOV, 4, 30, 20_000, 400),
+    ("acme", "people", "hr-bot", "chat", OCT, 5, 20, 10_000, 0),
+    ("acme", "people", "hr-bot", "chat", NOV, 9, 5, 10_000, 0),
+    ("globex", "ops", "runbook", "chat", NOV, 12, 7, 30_000, 1000),
+]
+
+
+def _events() -> list[UsageEvent]:
+    out = []
+    for n, (tenant, dept, app, model, start, day, reqs, cost, cached) in enumerate(TRAFFIC):
+        for i in range(reqs):
+            ts = start + day * DAY + 60 * i
+            out.append(UsageEvent(
+                request_id=f"r{n}-{i}", attempt=0, ts=ts, tenant=tenant, department=dept,
+                app=app, model=model, input_tokens=1000, cached_input_tokens=cached,
+                output_tokens=100, input_system=600, input_user=400, cost_micros=cost,
+                estimated_input_tokens=1000, upstream_start_ts=ts - 1, arrival_ts=ts - 1))
+    return out
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("ledger")
+
+    async def write() -> None:
+        sink = await open_sink(home / "ledger.db")
+        try:
+            await sink.write(_events())
+        finally:
+            await sink.close()
+
+    asyncio.run(write())
+    cfg = {"models": [{"alias": "chat", "prices": {"input": "0.20", "cached_input": "0.05",
+                                                   "output": "0.80"},
+                       "backends": [{"type": "sim", "profile": "instant"}]}],
+           "data_dir": str(home)}
+    (home / "gateway.yaml").write_text(yaml.safe_dump(cfg))
+    return home
+
+
+def _usage(home: Path, *args: str) -> list[dict[str, object]]:
+    r = CliRunner().invoke(build_cli(), ["usage", "--by", "department", "--by", "app",
+                                         "--since", "2026-11-01", "--until", "2026-12-01",
+                                         "--home", str(home), "--format", "json", *args])
+    assert r.exit_code == 0, r.output
+    rows: list[dict[str, object]] = json.loads(r.output)
+    return rows
+
+
+def _report(home: Path, out: Path, fmt: str, *args: str) -> None:
+    r = CliRunner().invoke(build_cli(), [
+        "report", "cost", "--month", "2026-11", "--format", fmt, "--out", str(out),
+        "--home", str(home), "--config", str(home / "gateway.yaml"), *args])
+    assert r.exit_code == 0, r.output
+
+
+def _text_numbers(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def test_the_html_report_carries_the_usage_commands_numbers(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cost.html"
+    _report(home, out, "html")
+    html = out.read_text()
+    rows = _usage(home)
+    assert len(rows) == 3
+    for row in rows:
+        cells = re.search(rf"<td>{row['department']}</td><td>{row['app']}</td>"
+                          r"((?:<td class=\"n\">[^<]*</td>)+)", html)
+        assert cells is not None, row
+        values = re.findall(r'<td class="n">([^<]*)</td>', cells.group(1))
+        assert values[0] == f"{row['requests']:,}"
+        assert values[1] == f"{row['input_tokens']:,}"
+        assert values[2] == f"{row['output_tokens']:,}"
+        assert values[8] == money(int(str(row["cost_micros"])))
+    total = sum(int(str(r["cost_micros"])) for r in rows)
+    assert f"<td>cost this month</td><td class=\"n\">{money(total)}</td>" in html
+    # October: crm-bot 10 x 0.02 = 0.20, hr-bot 20 x 0.01 = 0.20
+    assert "<td>cost 2026-10</td><td class=\"n\">0.40</td>" in html
+    assert "<td>month total</td>" in html  # November is over: the actual total
+
+
+def test_drivers_and_the_prefix_cache_saving(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cost.html"
+    _report(home, out, "html")
+    html = out.read_text()
+    # change: crm-bot +0.40 (0.60 - 0.20), runbook +0.21, hr-bot -0.15 (0.05 - 0.20)
+    drivers = html[html.index("Top drivers"):html.index("Savings realised")]
+    order = [m for m in re.findall(r"<td>(crm-bot|runbook|hr-bot)</td>", drivers)]
+    assert order == ["crm-bot", "runbook", "hr-bot"]
+    # cached: 30 x 400 + 7 x 1000 = 19,000 tokens at (0.20 - 0.05) per 1M = 0.00285
+    saving = html[html.index("Savings realised"):]
+    assert "<td>prefix caching</td><td class=\"n\">19,000</td>" in saving
+    assert str(money(int(Decimal(19_000) * Decimal("0.15")))) in saving
+
+
+def test_one_tenant_and_the_pdf(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cost.pdf"
+    _report(home, out, "pdf", "--tenant", "acme")
+    reader = PdfReader(str(out))
+    assert 1 <= len(reader.pages) <= 5
+    text = _text_numbers(" ".join(p.extract_text() for p in reader.pages))
+    assert "Cost report 2026-11" in text and "tenant acme" in text
+    rows = _usage(home, "--tenant", "acme")
+    assert {r["app"] for r in rows} == {"crm-bot", "hr-bot"}
+    for row in rows:
+        assert str(row["app"]) in text
+        assert money(int(str(row["cost_micros"]))) in text
+    assert "runbook" not in text and "globex" not in text
+
+
+def test_forecast_of_a_month_in_progress() -> None:
+    dec = Month(2026, 12)
+    start = dec.start
+    daily = [(f"2026-12-{d:02d}", 1_000_000 * d) for d in range(1, 11)]
+    # ten complete days; the last seven average (4+...+10)/7 = 7 units a day
+    f = forecast(dec, daily, start + 10 * DAY)
+    assert f.basis == "run-rate"
+    assert f.daily_rate_micros == 7_000_000
+    assert f.month_end_micros == 55_000_000 + 21 * 7_000_000
+    done = forecast(dec, daily, dec.end + 1)
+    assert (done.basis, done.month_end_micros) == ("actual", 55_000_000)
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["--month", "2026-13"], "--month"),
+    (["--month", "November"], "--month"),
+    (["--month", "2026-11", "--format", "docx"], "--format"),
+])
+def test_bad_input(home: Path, tmp_path: Path, args: list[str], hint: str) -> None:
+    r = CliRunner().invoke(build_cli(), ["report", "cost", "--out", str(tmp_path / "x"),
+                                         "--home", str(home), *args])
+    assert r.exit_code == 2
+    assert hint in r.output
