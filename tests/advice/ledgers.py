@@ -139,6 +139,13 @@ def history_growth() -> Ledger:
     return led
 
 
+def tool_output_bloat() -> Ledger:
+    led = clean()
+    led.add(30, app="agent", system=100, user=1200, history=700, tool_output_tokens=800,
+            system_fingerprint="fp-agent")
+    return led
+
+
 FIXTURES: dict[str, Callable[[], Ledger]] = {
     "template_waste": template_waste,
     "cacheable_prefixes": cacheable_prefixes,
@@ -147,4 +154,5 @@ FIXTURES: dict[str, Callable[[], Ledger]] = {
     "right_sizing": right_sizing,
     "context_dropped": context_dropped,
     "history_growth": history_growth,
+    "tool_output_bloat": tool_output_bloat,
 }

@@ -11,7 +11,7 @@ import pytest
 from tests.advice import ledgers
 from tests.advice.ledgers import DAY, NOW, Ledger
 from tokenplane.advice.advisor import KINDS
-from tokenplane.advice.gateway.source import WAITING_ON_SESSIONS, gather_advice
+from tokenplane.advice.gateway.source import gather_advice
 from tokenplane.metering.stores.open import open_sink
 
 
@@ -32,7 +32,7 @@ async def test_a_healthy_ledger_has_no_findings(sink_target: str) -> None:
     doc = await _advice(sink_target, ledgers.clean())
     assert doc["findings"] == []
     assert doc["total"]["findings"] == 0
-    assert doc["kinds"] == list(KINDS)
+    assert doc["kinds"] == list(KINDS) and doc["not_evaluated"] == {}
 
 
 @pytest.mark.parametrize("kind", sorted(ledgers.FIXTURES))
@@ -107,11 +107,17 @@ def _history(f: dict[str, Any]) -> None:
     assert fig["growth_later_half_over_earlier"] > 1.5
 
 
+def _tool_output(f: dict[str, Any]) -> None:
+    fig = f["evidence"]["figures"]
+    assert f["app"] == "agent" and fig["tool_output_share"] == 0.4
+    assert f["saving"]["tokens_per_month"] == pytest.approx(400 * 30 * 30 / 3.5, rel=0.01)
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "template_waste": _template, "cacheable_prefixes": _cacheable,
     "verbose_outputs": _verbose, "version_efficiency": _version,
     "right_sizing": _right_sizing, "context_dropped": _context,
-    "history_growth": _history,
+    "history_growth": _history, "tool_output_bloat": _tool_output,
 }
 
 
@@ -171,34 +177,3 @@ async def test_tenant_scope_and_window(sink_target: str) -> None:
     assert {f["tenant"] for f in everyone["findings"]} == {"acme", "globex"}
     assert {f["tenant"] for f in acme["findings"]} == {"acme"}
     assert later["findings"] == []
-
-
-async def test_tool_output_bloat_waits_on_the_sessions_columns(tmp_path: Any) -> None:
-    """Without the agent-sessions columns (ledger v6) the kind is not evaluated, and
-    said so; with them, tool results that fill the prompt are a finding."""
-    target = str(tmp_path / "ledger.db")
-    sink = await open_sink(target)
-    try:
-        has = {r["name"] for r in await sink.fetch(
-            "SELECT name FROM pragma_table_info('usage_events')")}
-        await ledgers.clean().write(sink)
-        if "tool_output_tokens" not in has:
-            doc = await gather_advice(sink, since=NOW - 30 * DAY, now=NOW)
-            assert doc["not_evaluated"] == {"tool_output_bloat": WAITING_ON_SESSIONS}
-            for col in ("tool_output_tokens", "tool_output_removed"):  # as migration 6 adds
-                await sink.execute(
-                    f"ALTER TABLE usage_events ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
-        led = Ledger(prefix="agent")
-        events = led.add(30, app="agent", system=100, user=100, history=1800,
-                         system_fingerprint="fp-agent")
-        await led.write(sink)
-        await sink.execute("UPDATE usage_events SET tool_output_tokens = 1500 "
-                           "WHERE app = 'agent'")
-        doc = await gather_advice(sink, since=NOW - 30 * DAY, now=NOW)
-    finally:
-        await sink.close()
-    assert len(events) == 30
-    assert doc["not_evaluated"] == {}
-    tool = [f for f in doc["findings"] if f["kind"] == "tool_output_bloat"]
-    assert [f["app"] for f in tool] == ["agent"]
-    assert tool[0]["evidence"]["figures"]["tool_output_share"] == 0.75

@@ -17,7 +17,8 @@ ADVICE_MEASURES: tuple[str, ...] = (
     "length_finishes", "length_output_tokens", "input_tokens", "cached_input_tokens",
     "cache_write_tokens", "output_tokens", "input_system", "input_history",
     "input_context", "input_tools", "cost_micros", "context_offered_tokens",
-    "context_kept_tokens", "history_dropped_tokens",
+    "context_kept_tokens", "history_dropped_tokens", "tool_output_tokens",
+    "tool_output_removed",
 )
 ADVICE_COLUMNS: tuple[str, ...] = (*ADVICE_KEY, *ADVICE_MEASURES)
 DAY_S = 86400
@@ -34,7 +35,8 @@ def advice_measures(ev: UsageEvent) -> list[int]:
         1 if length else 0, out if length else 0, ev.input_tokens, ev.cached_input_tokens,
         ev.cache_write_tokens, ev.output_tokens, ev.input_system, ev.input_history,
         ev.input_context, ev.input_tools, ev.cost_micros, ev.context_offered_tokens,
-        ev.context_kept_tokens, ev.history_dropped_tokens,
+        ev.context_kept_tokens, ev.history_dropped_tokens, ev.tool_output_tokens,
+        ev.tool_output_removed,
     ]
 
 

@@ -1,12 +1,8 @@
 """The advisor's shell: reads the aggregates from the ledger and runs the pure advisor.
 
 It reads ``advice_rollups`` summed over the window's days by the database (day
-buckets: ``since`` is rounded down to its day), the
-``feedback`` sums, and the newest price table the meter stored (``price_versions``).
-Tool-output bloat needs the agent-sessions columns (ledger migration 6); when the
-ledger has them, their sums come from the events of the window (a bounded aggregate
-over ``usage_events``, indexed by time); when it has not, the kind is reported as not
-evaluated.
+buckets: ``since`` is rounded down to its day), the ``feedback`` sums, and the newest
+price table the meter stored (``price_versions``); never the raw events.
 """
 
 from __future__ import annotations
@@ -29,8 +25,6 @@ from tokenplane.metering.stores.base import LedgerSink
 
 DEFAULT_WINDOW_S = 30 * DAY_S
 _DIMS = "tenant, app, model, version, template, currency"
-WAITING_ON_SESSIONS = ("needs the agent-sessions ledger columns (tool_output_tokens, "
-                       "migration 6), which this ledger does not have yet")
 
 
 def _window(since: float | None, until: float | None, now: float) -> tuple[float, float]:
@@ -90,33 +84,6 @@ async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None
     return [Aggregate(**row) for row in await sink.fetch(sql, [mid, mid, mid, mid, *params])]
 
 
-async def _has_column(sink: LedgerSink, table: str, column: str) -> bool:
-    if sink.dialect == "sqlite":
-        rows = await sink.fetch(f"SELECT name FROM pragma_table_info('{table}')")
-    else:
-        rows = await sink.fetch(
-            "SELECT column_name AS name FROM information_schema.columns "
-            "WHERE table_name = ? AND table_schema = current_schema()", [table])
-    return any(r["name"] == column for r in rows)
-
-
-async def tool_output_rows(sink: LedgerSink, lo: float, hi: float,
-                           tenant: str | None) -> list[Aggregate]:
-    """Tool-result sums per (tenant, app, alias, currency) of the window's events."""
-    clauses = ["ts >= ?", "ts < ?", "tool_output_tokens > 0"]
-    params: list[Any] = [lo, hi]
-    if tenant is not None:
-        clauses.append("tenant = ?")
-        params.append(tenant)
-    rows = await sink.fetch(
-        "SELECT tenant, app, model, currency, CAST(SUM(tool_output_tokens) AS BIGINT) AS t, "
-        "CAST(SUM(tool_output_removed) AS BIGINT) AS r FROM usage_events "
-        f"WHERE {' AND '.join(clauses)} GROUP BY tenant, app, model, currency", params)
-    return [Aggregate(tenant=r["tenant"], app=r["app"], model=r["model"],
-                      currency=r["currency"], tool_output_tokens=int(r["t"] or 0),
-                      tool_output_removed=int(r["r"] or 0)) for r in rows]
-
-
 async def latest_prices(sink: LedgerSink) -> PriceBook:
     rows = await sink.fetch("SELECT price_table FROM price_versions "
                             "ORDER BY first_seen DESC, version LIMIT 1")
@@ -154,12 +121,6 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
     say("reading advice rollups")
     days = await data_days(sink, lo, hi, tenant)
     rows = await advice_rows(sink, lo, hi, tenant, days) if days is not None else []
-    missing: dict[str, str] = {}
-    if await _has_column(sink, "usage_events", "tool_output_tokens"):
-        say("summing tool outputs of the window's events")
-        rows += await tool_output_rows(sink, lo, hi, tenant)
-    else:
-        missing["tool_output_bloat"] = WAITING_ON_SESSIONS
     say("reading feedback and prices")
     feedback = [FeedbackAggregate(r["tenant"], r["app"], r["model"], int(r["n"]),
                                   float(r["total"] or 0))
@@ -169,7 +130,7 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
     effective = Window(max(start, float(days[0])) if days is not None else start,
                        min(hi, now))
     say(f"analysing {len(rows)} aggregate rows")
-    result = advise(rows, feedback, rates_of(book), effective, thresholds, missing)
+    result = advise(rows, feedback, rates_of(book), effective, thresholds)
     findings = [f.as_dict() for f in result.findings]
     total_micros = sum(f.cost_micros_per_month for f in result.findings)
     return {

@@ -279,7 +279,8 @@ _ADVICE_MEASURES_V10: tuple[str, ...] = (
     "length_finishes", "length_output_tokens", "input_tokens", "cached_input_tokens",
     "cache_write_tokens", "output_tokens", "input_system", "input_history",
     "input_context", "input_tools", "cost_micros", "context_offered_tokens",
-    "context_kept_tokens", "history_dropped_tokens",
+    "context_kept_tokens", "history_dropped_tokens", "tool_output_tokens",
+    "tool_output_removed",
 )
 
 
