@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import grpc
 import httpx
 import openai
 import pytest
@@ -33,6 +34,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
+from tests.discovery.serve_example import test_serves_discovery  # noqa: F401
 from tests.examples_support import HttpStub, stop_process
 from tests.gateway.harness import GatewayThread, free_port
 from tests.gateway.sim_process import start_sim
@@ -45,6 +47,9 @@ from tests.services import (
     require_redis,
     run_aside,
 )
+from tokenplane.autoscale.gateway.keda.actuator import KedaActuator
+from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2 as keda_pb
+from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2_grpc as keda_pb_grpc
 from tokenplane.config.schema import GatewayConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -965,3 +970,57 @@ def test_serves_sim_behaviour(gateways: Gateways) -> None:
     gateways.stop(gw)
     rows = gw.ledger_rows()
     assert len(rows) == 6 and all(r["status"] == "ok" and counted_exactly(r) for r in rows)
+def test_serves_autoscale(gateways: Gateways) -> None:
+    """The pool is autoscaled with the example's limits by the embedded actuator; the
+    first round decided (nothing to do at rest: one replica, the minimum) and
+    GET /admin/v1/autoscale shows it; requests are served meanwhile."""
+    gw = gateways.start(example("autoscale.yaml"))
+    ctl = gw.gateway.autoscale
+    assert ctl is not None and ctl.interval_s == 2.0
+    pc = ctl.pools["chat"]
+    spec = pc.policy.spec  # type: ignore[attr-defined]
+    assert (spec.min_replicas, spec.max_replicas, spec.cooldown_s, spec.cold_start_s,
+            spec.budget_per_hour, spec.warm_max) == (1, 4, 60.0, 5.0, 12.5, 1)
+    assert pc.actuator.kind == "embedded"
+    key, admin = gw.create_key("default"), gw.create_key("default", admin=True)
+    with client(gw, key) as c:
+        chat(c, "chat")
+        stream(c, "chat")
+    resp = httpx.get(gw.base_url.removesuffix("/v1") + "/admin/v1/autoscale",
+                     headers={"authorization": f"Bearer {admin}"}, timeout=10)
+    assert resp.status_code == 200
+    [pool] = resp.json()["pools"]
+    assert (pool["pool"], pool["policy"], pool["replicas"]["serving"]) == (
+        "chat", "tokenplane", 1)
+
+
+def test_serves_autoscale_keda(gateways: Gateways, llama_sim: list[int]) -> None:
+    """The pool's decision reaches a gRPC client speaking KEDA's externalscaler.proto
+    while the gateway serves the openai client."""
+    keda = free_port()
+    swap = {"127.0.0.1:8001": f"127.0.0.1:{llama_sim[0]}",
+            "127.0.0.1:8002": f"127.0.0.1:{llama_sim[1]}", "127.0.0.1:9465": f"127.0.0.1:{keda}"}
+    gw = gateways.start(example("autoscale-keda.yaml", swap))
+    ctl = gw.gateway.autoscale
+    assert ctl is not None
+    actuator = ctl.pools["llama3-8b"].actuator
+    assert isinstance(actuator, KedaActuator)
+    gw.call(actuator.board.wait_changed(0))  # the first round decides at once
+    decision = ctl.pools["llama3-8b"].decision
+    assert decision is not None and decision.serving_to >= 2  # min_replicas
+    key = gw.create_key("default")
+    with client(gw, key) as c:
+        chat(c, "llama3-8b")
+    with grpc.insecure_channel(f"127.0.0.1:{keda}") as channel:
+        stub = keda_pb_grpc.ExternalScalerStub(channel)
+        obj = keda_pb.ScaledObjectRef(name="engine", namespace="default",
+                                      scalerMetadata={"pool": "llama3-8b", "count": "total"})
+        spec = stub.GetMetricSpec(obj).metricSpecs[0]
+        assert spec.targetSizeFloat == 1.0
+        got = stub.GetMetrics(keda_pb.GetMetricsRequest(scaledObjectRef=obj,
+                                                        metricName=spec.metricName))
+        desired = actuator.board.get("llama3-8b")
+        assert desired is not None
+        assert got.metricValues[0].metricValueFloat == desired.serving + desired.warm
+        assert desired.serving == ctl.pools["llama3-8b"].decision.serving_to
+        assert stub.IsActive(obj).result is True

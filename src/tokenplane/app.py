@@ -16,6 +16,7 @@ from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
 from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
+from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
@@ -36,16 +37,19 @@ from tokenplane.api.openai_routes import (
     RequestIds,
     envelope_middleware,
 )
+from tokenplane.autoscale.gateway.build import build_autoscaler
+from tokenplane.autoscale.gateway.collector import AutoscaleCollector
+from tokenplane.autoscale.gateway.controller import AutoscaleController
+from tokenplane.autoscale.gateway.keda.build import keda_actuators
 from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.compose.cache import build_cache
+from tokenplane.compose.endpoints import backend_endpoints
 from tokenplane.compose.governance import Governance, open_governance
 from tokenplane.compose.pipeline import PipelineParts, build_pipeline
 from tokenplane.compose.preflight import build_counters
 from tokenplane.compose.routing import Routing, build_routing
-from tokenplane.config.schema import BackendConfig, GatewayConfig, ModelConfig, listen_address
+from tokenplane.config.schema import GatewayConfig, listen_address
 from tokenplane.context.packer import ContextPacker
-from tokenplane.engine.behaviour import SimBehaviour
-from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.meta.keystore import KeyStore
@@ -77,9 +81,7 @@ from tokenplane.slo.protection import BudgetProtection, protect_spec
 from tokenplane.slo.spec import Slo, slo_from_config
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.tokens.predictor import LengthPredictor
-from tokenplane.upstream.http_transport import HttpTransport
-from tokenplane.upstream.inprocess import InProcessTransport
-from tokenplane.upstream.pool import Endpoint, Pool
+from tokenplane.upstream.pool import Pool
 
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 # the metrics listener (None when observe.metrics.listen is null); its port once started
@@ -116,6 +118,7 @@ class Gateway:
     packer: ContextPacker = field(default_factory=ContextPacker)
     session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
     cache: ResponseCache | None = None  # the response cache (config.cache)
+    autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -140,8 +143,12 @@ class Gateway:
             self.access_log.start()
         if self.cache is not None:
             await self.cache.start()
+        if self.autoscale is not None:
+            await self.autoscale.start()
 
     async def close(self) -> None:
+        if self.autoscale is not None:
+            await self.autoscale.close()  # its replicas drain while the rest still runs
         if self.slo is not None:
             await self.slo.close()
         if self.routing is not None:
@@ -167,34 +174,6 @@ class Gateway:
         self.keys.close()
 
 
-def sim_behaviour(backend: BackendConfig) -> SimBehaviour:
-    """The behaviour a sim backend's options ask for (the defaults without them)."""
-    o = backend.sim
-    return SimBehaviour() if o is None else SimBehaviour(o.tool_call_rate, o.reasoning)
-
-
-def _endpoints(
-    model: ModelConfig, backend: BackendConfig, index: int, counters: ModelCounters,
-    services: list[EngineService],
-) -> list[Endpoint]:
-    bid = backend.id or f"{model.alias}-{index}"
-    upstream_model = backend.model or model.alias
-    if backend.type == "sim" and backend.base_url is None:
-        out = []
-        for r in range(backend.replicas):
-            svc = EngineService(
-                get_profile(backend.profile), counters.tokenizer(model.alias),
-                counters.prompt_ids(model.alias), upstream_model,
-                max_model_len=model.context_window, seed=r, behaviour=sim_behaviour(backend),
-            )
-            services.append(svc)
-            out.append(Endpoint(f"{bid}/{r}", backend, InProcessTransport(svc), upstream_model))
-        return out
-    assert backend.base_url is not None
-    return [Endpoint(bid, backend, HttpTransport(backend.base_url, backend.api_key_env),
-                     upstream_model)]
-
-
 def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gateway:
     home = Path(config.data_dir or ".tokenplane")
     home.mkdir(parents=True, exist_ok=True)
@@ -205,7 +184,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
     for m in config.models:
         pool = Pool(m)
         for i, b in enumerate(m.backends):
-            pool.endpoints.extend(_endpoints(m, b, i, counters, services))
+            pool.endpoints.extend(backend_endpoints(m, b, i, counters, services))
         pools[m.alias] = pool
     meter = Meter(home, config.database_url, writer_id=worker_id, prices=price_book(config.models),
                   flush_interval_s=0.25, ack=config.metering.ack,
@@ -243,6 +222,10 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
                  access_log=access_log, packer=packer, session_steps=steps, cache=cache)
+    gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
+                                    lambda: meter.sink, actuators=keda_actuators(config, pools))
+    if gw.autoscale is not None:
+        metrics.registry.register(AutoscaleCollector(gw.autoscale))
     track_learning(gw)
     if slo is not None and slo_counters is not None:
         metrics.registry.register(SloCollector(slo_counters, slo))
@@ -364,6 +347,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     AdminCacheRoutes(gw.keys, gw.cache).install(app)
+    AdminAutoscaleRoutes(gw.keys, gw.autoscale).install(app)
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)

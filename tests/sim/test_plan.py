@@ -156,6 +156,21 @@ def test_the_command_writes_the_plan_and_its_scenarios(tmp_path: Path) -> None:
     assert "peak" in (out / "plan.txt").read_text()
 
 
+def test_a_diurnal_day_from_a_one_hour_trace(tmp_path: Path) -> None:
+    """``--shape diurnal`` spreads the trace over the documented day; the planned hours
+    follow the curve (the 11:00 peak needs more than the 04:00 trough)."""
+    out = tmp_path / "day"
+    result = CliRunner().invoke(build_cli(), [
+        "plan", "--trace", str(AZURE), "--shape", "diurnal", "--peak-rps", "1.5",
+        "--hours", "4,11", "--out", str(out), "--headroom", "0"])
+    assert result.exit_code == 0, result.output
+    hours = {h["hour"]: h for h in
+             json.loads((out / "plan.json").read_text())["scenarios"]["base"]["hours"]}
+    assert set(hours) == {4, 11}
+    assert hours[11]["requests"] > 4 * hours[4]["requests"]  # 6x the trough's rate
+    assert hours[11]["tokens_per_s"] > hours[4]["tokens_per_s"]
+
+
 @pytest.mark.parametrize("args, hint", [
     (["--trace", "t.csv", "--from-ledger"], "--trace"),
     ([], "--trace"),
@@ -163,6 +178,10 @@ def test_the_command_writes_the_plan_and_its_scenarios(tmp_path: Path) -> None:
     (["--trace", "t.csv", "--price-per-replica-hour", "-1"], "--price-per-replica-hour"),
     (["--trace", "t.csv", "--price-per-replica-hour", "cheap"], "--price-per-replica-hour"),
     (["--trace", "t.csv", "--start-hour", "24"], "--start-hour"),
+    (["--trace", "t.csv", "--shape", "weekly"], "--shape"),
+    (["--from-ledger", "--shape", "diurnal"], "--shape"),
+    (["--trace", "t.csv", "--hours", "9-3"], "--hours"),
+    (["--trace", "t.csv", "--hours", "25"], "--hours"),
     (["--trace", "t.csv", "--what-if", "a:growth=2", "--what-if", "a:growth=3"],
      "--what-if"),
 ])

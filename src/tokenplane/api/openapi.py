@@ -185,6 +185,11 @@ def _admin_paths() -> dict[str, Any]:
             "drop a tenant's (or one app's) cached answers, exact and semantic (a "
             "tenant's key: its own tenant only)",
             params=_params("query", tenant={"type": "string"}, app={"type": "string"}))},
+        f"{PREFIX}/autoscale": {"get": _op(
+            "autoscaled pools (an admin key): replicas by phase, the last decision with "
+            "its reasons and inputs, the measured demand, the recent decisions",
+            params=_params("query", pool={"type": "string"},
+                           limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
     }
 
 

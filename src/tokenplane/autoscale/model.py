@@ -28,6 +28,12 @@ class ReplicaView:
     kv_usage: float = 0.0  # 0..1, from the engine's metrics
     waiting: int = 0  # requests queued inside the engine
     running: int = 0  # requests the engine is running
+    # where a ``starting`` replica is headed once loaded: taking traffic, or the warm pool
+    target: Literal["serving", "warm"] = "serving"
+    # tokens per second it delivered over the last interval (from the engine's
+    # prompt/generation token counters): the capacity estimator's online correction
+    prompt_tokens_per_s: float = 0.0
+    output_tokens_per_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,18 @@ class PoolSnapshot:
 
     def count(self, *phases: ReplicaPhase) -> int:
         return sum(1 for r in self.replicas if r.phase in phases)
+
+    @property
+    def serving_count(self) -> int:
+        """Replicas serving or starting towards serving (what ``serving_from`` is)."""
+        return sum(1 for r in self.replicas if r.phase == "serving"
+                   or (r.phase == "starting" and r.target == "serving"))
+
+    @property
+    def warm_count(self) -> int:
+        """Replicas warm or starting towards the warm pool (what ``warm_from`` is)."""
+        return sum(1 for r in self.replicas if r.phase == "warm"
+                   or (r.phase == "starting" and r.target == "warm"))
 
 
 @dataclass(frozen=True, slots=True)

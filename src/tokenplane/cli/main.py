@@ -6,6 +6,7 @@ import typer
 
 from tokenplane.cli.advise_cmd import register as register_advise
 from tokenplane.cli.audit_cmd import register as register_audit
+from tokenplane.cli.autoscale_cmd import register as register_autoscale
 from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
@@ -35,6 +36,7 @@ def build_cli() -> typer.Typer:
     register_replay(app)
     register_plan(app)
     register_report(app)
+    register_autoscale(app)
     return app
 
 

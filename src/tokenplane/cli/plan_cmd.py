@@ -47,6 +47,13 @@ def register(app: typer.Typer) -> None:
         what_if: Annotated[list[str] | None, typer.Option(
             help="Another scenario: name:key=value,... (profile, growth, prefix_cache "
                  "on|off); repeatable.")] = None,
+        shape: Annotated[str | None, typer.Option(
+            help="diurnal: resample the trace into a day under the documented time-of-day "
+                 "curve (sim/diurnal.py), peaking at --peak-rps.")] = None,
+        peak_rps: Annotated[float, typer.Option(
+            help="With --shape diurnal: requests per second at the day's peak.")] = 10.0,
+        hours: Annotated[str | None, typer.Option(
+            help="Plan only these hours of the day (8,9,10 or 8-12).")] = None,
         start_hour: Annotated[int, typer.Option(help="Hour of the day a trace starts "
                                                 "at.")] = 0,
         batch_fraction: Annotated[float, typer.Option(
@@ -64,6 +71,13 @@ def register(app: typer.Typer) -> None:
         if (trace is None) == (not from_ledger):
             raise typer.BadParameter("give exactly one of --trace or --from-ledger",
                                      param_hint="--trace")
+        if shape not in (None, "diurnal"):
+            raise typer.BadParameter("the one shape is diurnal", param_hint="--shape")
+        if shape is not None and trace is None:
+            raise typer.BadParameter("--shape reshapes a --trace", param_hint="--shape")
+        if not peak_rps > 0:
+            raise typer.BadParameter("must be positive", param_hint="--peak-rps")
+        wanted = _hours(hours)
         if not 0 <= start_hour < 24:
             raise typer.BadParameter("an hour of the day, 0-23", param_hint="--start-hour")
         if headroom < 0:
@@ -89,7 +103,8 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("scenario names must differ", param_hint="--what-if")
         target = _target(slo)
         if trace is not None:
-            reqs = _trace_requests(trace, batch_fraction, seed, target.classes)
+            reqs = _trace_requests(trace, batch_fraction, seed, target.classes,
+                                   peak_rps if shape == "diurnal" else None)
             epoch = False
         else:
             reqs = _ledger_requests(home, database_url, since, until, target)
@@ -98,6 +113,8 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: no requests to plan for", err=True)
             raise typer.Exit(2)
         buckets = hour_buckets(reqs, epoch=epoch, start_hour=start_hour)
+        if wanted is not None:
+            buckets = {h: r for h, r in buckets.items() if h in wanted}
         from tokenplane.cli.progress import Progress
 
         bar = Progress(f"plan: {len(reqs)} requests, {len(buckets)} hours of the day",
@@ -179,8 +196,28 @@ def _target(path: str | None) -> Any:
                   slo_classes_from_config(cfg.scheduling.class_specs()), cfg.models[0].alias)
 
 
-def _trace_requests(path: str, batch_fraction: float, seed: int,
-                    classes: Any) -> list[Any]:
+def _hours(spec: str | None) -> set[int] | None:
+    """``8,9,10`` or ``8-12`` (both ends included) -> hours of the day."""
+    if spec is None:
+        return None
+    out: set[int] = set()
+    try:
+        for part in (p.strip() for p in spec.split(",") if p.strip()):
+            lo, dash, hi = part.partition("-")
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if not 0 <= first <= last < 24:
+                raise ValueError(part)
+            out.update(range(first, last + 1))
+    except ValueError:
+        raise typer.BadParameter("hours of the day: 8,9,10 or 8-12 (0-23)",
+                                 param_hint="--hours") from None
+    if not out:
+        raise typer.BadParameter("no hours given", param_hint="--hours")
+    return out
+
+
+def _trace_requests(path: str, batch_fraction: float, seed: int, classes: Any,
+                    diurnal_peak_rps: float | None = None) -> list[Any]:
     from tokenplane.sim.traces import load_trace
     from tokenplane.sim.workload import WorkloadRules, assign
 
@@ -189,6 +226,10 @@ def _trace_requests(path: str, batch_fraction: float, seed: int,
                                  "the --slo config has no such classes", param_hint="--slo")
     try:
         trace = load_trace(path)
+        if diurnal_peak_rps is not None:
+            from tokenplane.sim.diurnal import RateCurve, resample_trace
+
+            trace = resample_trace(trace, RateCurve(diurnal_peak_rps).rate, seed=seed)
         return assign(trace, WorkloadRules(batch_fraction=batch_fraction, seed=seed))
     except (OSError, ValueError, KeyError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--trace") from None

@@ -33,8 +33,33 @@ def register(app: typer.Typer) -> None:
                  "bisect to --precision.")] = False,
         precision: Annotated[float, typer.Option(
             help="Relative precision of the bisected goodput.")] = 0.02,
+        autoscale: Annotated[str | None, typer.Option(
+            help="Simulate a day per autoscaling policy instead (comma-separated: "
+                 "tokenplane, static-peak, static-mean, hpa-kv, keda-queue, "
+                 "aibrix-kpa).")] = None,
+        shape: Annotated[str, typer.Option(
+            help="--autoscale: the day's rate curve (diurnal).")] = "diurnal",
+        day_hours: Annotated[float, typer.Option(
+            help="--autoscale: compress the day's curve into this many hours "
+                 "(cold starts and policy constants unchanged).")] = 24.0,
+        rate_scale: Annotated[float, typer.Option(
+            help="--autoscale: time dilation k: engine step times and SLO latency "
+                 "targets x k, request rate / k (k times fewer requests).")] = 1.0,
+        peak_rps: Annotated[float | None, typer.Option(
+            help="--autoscale: peak request rate (default: what --max-replicas "
+                 "serve at 70% of their token capacity).")] = None,
+        max_replicas: Annotated[int, typer.Option(
+            help="--autoscale: the pool's maximum (and static-peak's) replicas.")] = 8,
+        jobs: Annotated[int, typer.Option(
+            help="--autoscale: policies simulated in parallel processes.")] = 1,
     ) -> None:
-        """Measure routing and scheduling policies on a trace; writes OUT/results.json."""
+        """Measure routing and scheduling policies on a trace; writes OUT/results.json.
+        With --autoscale: a simulated day of traffic per autoscaling policy."""
+        if autoscale is not None:
+            _autoscale_day(trace, out, autoscale, shape=shape, day_hours=day_hours,
+                           rate_scale=rate_scale, peak_rps=peak_rps, profile=profile,
+                           max_replicas=max_replicas, seed=seed, jobs=jobs, plots=plots)
+            return
         from tokenplane.compose.config_file import ConfigError, load_config
         from tokenplane.scheduling.slo import slo_classes_from_config
         from tokenplane.sim.runner import parse_loads, run_simulation
@@ -89,3 +114,30 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{name:>20} goodput {res['goodput_rps']:.3f} req/s "
                        f"({note[g['bound']]})")
         typer.echo(f"wrote {out}/results.json")
+
+
+def _autoscale_day(trace: str, out: str, names: str, *, shape: str, day_hours: float,
+                   rate_scale: float, peak_rps: float | None, profile: str,
+                   max_replicas: int, seed: int, jobs: int, plots: bool) -> None:
+    from tokenplane.autoscale.spec import PoolPolicySpec
+    from tokenplane.sim.autoscale_run import DayConfig, run_day
+
+    if shape != "diurnal":
+        raise typer.BadParameter("the only shape is 'diurnal'", param_hint="--shape")
+    policies = [p.strip() for p in names.split(",") if p.strip()]
+
+    def progress(name: str, r: dict[str, Any]) -> None:
+        typer.echo(f"{name:>12} replica-hours {r['replica_hours_serving']:.1f} serving + "
+                   f"{r['replica_hours_warm']:.1f} warm; interactive attainment "
+                   f"{r['interactive_attainment']:.4f}; {r['minutes_below_target']} min "
+                   f"below target; {r['reversals']} reversals ({r['sim_wall_s']} s)")
+
+    try:
+        cfg = DayConfig(profile=profile, spec=PoolPolicySpec(max_replicas=max_replicas),
+                        peak_rps=peak_rps, rate_scale=rate_scale, day_hours=day_hours,
+                        seed=seed, jobs=jobs)
+        run_day(trace, policies, out, cfg, plots=plots, progress=progress)
+    except (ValueError, KeyError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {out}/results.json")

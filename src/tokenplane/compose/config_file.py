@@ -94,7 +94,7 @@ def validate_config(data: Any) -> GatewayConfig:
 def _policy_errors(cfg: GatewayConfig) -> list[str]:
     """Routing profiles that name no profile of the table or an unknown plugin, and
     every cross-reference of the file (:func:`reference_errors`)."""
-    out = reference_errors(cfg)
+    out = reference_errors(cfg) + autoscale_errors(cfg)
     try:
         check_profile(cfg.routing.profile)
     except ValueError as exc:
@@ -123,6 +123,42 @@ def store_url_errors(database_url: str | None, redis_url: str | None,
     if redis_url is not None and not redis_url.startswith(_REDIS_SCHEMES):
         out.append(f"{where or 'redis_url'}: not a Redis URL (redis://, rediss:// or "
                    "unix://)")
+    return out
+
+
+def autoscale_errors(cfg: GatewayConfig) -> list[str]:
+    """Each autoscaled pool names a model alias, and its actuator can scale that
+    alias's backends (embedded: one ``type: sim`` backend without ``base_url``)."""
+    out = []
+    for alias, pool in cfg.autoscale.pools.items():
+        where = f"autoscale.pools.{alias}"
+        m = cfg.model(alias)
+        if m is None:
+            out.append(f"{where}: no model alias {alias!r}; known: "
+                       f"{sorted(x.alias for x in cfg.models)}")
+            continue
+        local = all(b.type == "sim" and b.base_url is None and b.discovery is None
+                    for b in m.backends)
+        if pool.actuator is None and not local:
+            out.append(f"{where}.actuator: required, as {alias!r} has backends that are "
+                       "not in-process simulated replicas (set kubernetes or keda)")
+        elif (pool.actuator or "embedded") == "embedded":
+            if not local:
+                out.append(f"{where}.actuator: embedded scales only type: sim backends "
+                           f"without base_url, and {alias!r} has others")
+            elif len(m.backends) != 1:
+                out.append(f"{where}.actuator: embedded scales an alias with one backend "
+                           f"({alias!r} has {len(m.backends)})")
+            elif pool.min_replicas < 1:
+                out.append(f"{where}.min_replicas: the embedded actuator keeps at least one "
+                           "replica (at zero, requests would be refused while one starts)")
+        elif pool.actuator == "keda" and cfg.autoscale.keda.listen is None:
+            out.append(f"{where}.actuator: keda needs autoscale.keda.listen (where KEDA's "
+                       "operator reads the decisions)")
+    keda_pools = [a for a, p in cfg.autoscale.pools.items() if p.actuator == "keda"]
+    if cfg.autoscale.keda.listen is not None and not keda_pools:
+        out.append("autoscale.keda.listen: set, but no pool has actuator: keda (nothing "
+                   "to serve KEDA)")
     return out
 
 

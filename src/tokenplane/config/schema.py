@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tokenplane.config.autoscale_schema import AutoscaleConfig
 from tokenplane.config.cache_schema import CacheConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
+from tokenplane.config.discovery_schema import DiscoveryConfig
 from tokenplane.config.governance_schema import GovernanceConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.sessions_schema import SessionsConfig
@@ -83,6 +85,8 @@ class BackendConfig(_Strict):
     replicas: int = Field(1, ge=1, le=64)
     sim: SimOptions | None = None  # type sim only
     model_version: str | None = None  # canary / A-B splits choose among versions
+    # replicas found in Kubernetes or DNS instead of base_url (docs/DISCOVERY.md)
+    discovery: DiscoveryConfig | None = None
     timeouts: TimeoutConfig = Field(default_factory=lambda: TimeoutConfig())  # type: ignore[call-arg]
 
     @model_validator(mode="before")
@@ -107,8 +111,15 @@ class BackendConfig(_Strict):
 
     @model_validator(mode="after")
     def _needs_url(self) -> BackendConfig:
-        if self.type != "sim" and self.base_url is None:
-            raise ValueError(f"base_url is required for a backend of type {self.type}")
+        if self.discovery is not None:
+            if self.base_url is not None:
+                raise ValueError("a backend has either base_url or discovery, not both")
+            if self.replicas != 1:
+                raise ValueError("replicas is for simulated replicas in the gateway's "
+                                 "process; a discovered backend has the replicas it finds")
+        elif self.type != "sim" and self.base_url is None:
+            raise ValueError(f"base_url (or discovery) is required for a backend of type "
+                             f"{self.type}")
         if self.type != "sim" and self.sim is not None:
             raise ValueError("sim options are for backends of type sim")
         return self
@@ -325,6 +336,7 @@ class GatewayConfig(_Strict):
     slos: list[SloConfig] = Field(default_factory=list)
     slo_alerting: SloAlertingConfig = Field(
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
+    autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())  # type: ignore[call-arg]
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -30,7 +30,14 @@ Sources of the numbers (quoted in each profile's ``source``):
 Second KV tier (``host_kv_gib`` > 0, off by default): host DRAM that takes the
 blocks evicted from HBM, as vLLM's CPU KV offloading, LMCache and Mooncake's
 DRAM pool run it; a prefix hit there costs a copy of ``kv_bytes_per_block`` at
-``host_link_gbps`` (GB/s) instead of recompute. ``llama3-8b-a100-offload``: NVIDIA
+``host_link_gbps`` (GB/s) instead of recompute.
+
+``cold_start_s`` (Llama-3-8B profiles: 120 s): weights (~15 GiB fp16) loaded from
+network storage at ~0.5 GB/s plus engine start-up and CUDA-graph capture; the AWS
+EKS guide to autoscaling LLM inference quotes 2-10 minutes of model load plus
+warm-up (docs.aws.amazon.com, ml-inference-autoscaling; awslabs accelerated-compute
+tutorials, "vLLM Production Monitoring & Scaling"). The low end: weights cached on
+the node. ``llama3-8b-a100-offload``: NVIDIA
 DGX A100 640GB has 2 TB of system memory for 8 A100-80GB GPUs (NVIDIA DGX A100
 data sheet), 256 GiB per GPU; 224 GiB of it hold KV, leaving 32 GiB per GPU for the
 OS and the serving process. Link: PCIe Gen4 x16, 32 GB/s per direction
@@ -70,6 +77,9 @@ class EngineProfile:
     # Second KV tier in host DRAM (0 = off) and the host-to-GPU link, in GB/s (1e9 B/s).
     host_kv_gib: float = 0.0
     host_link_gbps: float = 25.0
+    # Seconds from "start a replica" to its first served request (0: not modelled):
+    # the autoscaling simulator's cold start
+    cold_start_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.kv_capacity_blocks < 1:
@@ -133,6 +143,11 @@ def kv_capacity_blocks(
 _LLAMA3_8B_WEIGHTS_GIB = 8.03e9 * 2 / GIB  # fp16 weights, ~14.96 GiB
 _LLAMA3_8B_SHAPE = {"layers": 32, "kv_heads": 8, "head_dim": 128, "dtype_bytes": 2}
 _LLAMA3_8B_KV_BYTES = kv_bytes_per_token(32, 8, 128, 2)  # 131072 B = 128 KiB
+# Cold start of a Llama-3-8B replica: ~15 GiB of fp16 weights read from network
+# storage at ~0.5 GB/s (~32 s), plus container start, engine init, CUDA-graph capture
+# and warm-up (~60-90 s for an 8B model in vLLM); the AWS EKS inference guide quotes
+# "model load takes 2-10 minutes + CUDA warmup" for LLM pods: 120 s, its low end.
+LLAMA3_8B_COLD_START_S = 120.0
 _LLAMA3_8B_ATTN_FLOPS_PER_SQ = 2 * 32 * 4096  # causal: 4*L*d*n^2 / 2
 
 
@@ -159,6 +174,7 @@ def _llama3_8b(name: str, gpu: str, t_floor: float, a: float, hbm_bps: float,
         gpu_mem_gib=80.0,
         weights_gib=_LLAMA3_8B_WEIGHTS_GIB,
         utilisation=0.9,
+        cold_start_s=LLAMA3_8B_COLD_START_S,
         **_LLAMA3_8B_SHAPE,
     )
 

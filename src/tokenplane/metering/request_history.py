@@ -37,3 +37,24 @@ ORDER BY ts
 async def slo_rows(sink: LedgerSink, since: float, until: float) -> list[dict[str, Any]]:
     """Every attempt that ended in ``[since, until)``, only the columns SLOs read."""
     return await sink.fetch(_SLO_ROWS, [since, until])
+
+
+# the whole second of ts, rounded down in both stores (SQLite's CAST truncates,
+# PostgreSQL's rounds): the minute is that second // 60
+_SECOND = "(CAST(ts AS BIGINT) - CASE WHEN CAST(ts AS BIGINT) > ts THEN 1 ELSE 0 END)"
+_DEMAND = f"""
+SELECT model, {_SECOND} / 60 AS minute,
+       SUM(input_tokens - cached_input_tokens) AS prompt, SUM(output_tokens) AS output
+FROM usage_events
+WHERE ts >= ? AND ts < ?
+GROUP BY model, {_SECOND} / 60
+ORDER BY minute
+"""
+
+
+async def demand_by_minute(sink: LedgerSink, since: float,
+                           until: float) -> list[dict[str, Any]]:
+    """Per model alias and minute (``minute`` = epoch seconds // 60) that ended in
+    ``[since, until)``: uncached prompt tokens and output tokens of every attempt (the
+    autoscaler's forecaster learns its times of day from them)."""
+    return await sink.fetch(_DEMAND, [since, until])

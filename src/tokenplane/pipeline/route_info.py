@@ -22,3 +22,4 @@ class RouteInfo:
     prefill: int = 0
     decode: int = 0
     ahead: int = 0  # uncached prefill tokens already in flight on the replica at bind
+    counted: bool = False  # its demand is in its pool's tallies (first bind only)

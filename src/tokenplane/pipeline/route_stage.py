@@ -26,9 +26,12 @@ class RequestRouting:
         cfg = router.config
         self.block_size = cfg.block_size
         self.session_header = cfg.session_header.lower()
-        # aliases with a choice to make: prefix hashes are only worth computing there
-        self.choosy = {a for a, eps in router.live.by_alias.items()
-                       if len(eps) > 1 or router.fallbacks.get(a)}
+
+    def choosy(self, alias: str) -> bool:
+        """Whether the alias has a choice to make now (prefix hashes are only worth
+        computing there): several replicas (they come and go), or fallbacks."""
+        return (len(self.router.live.by_alias.get(alias, ())) > 1
+                or bool(self.router.fallbacks.get(alias)))
 
     def info(self, ctx: RequestContext) -> RouteInfo:
         """The request's RouteInfo (built once)."""
@@ -49,7 +52,7 @@ class RequestRouting:
             request_id=ctx.request_id, tenant=tenant, session_id=session,
             prompt_tokens=prompt, predicted_output=predicted,
             block_hashes=request_block_hashes(ctx.operation, ctx.body, prompt, self.block_size)
-            if ctx.alias in self.choosy else (),
+            if self.choosy(ctx.alias) else (),
             keys=ctx.headers,
         )
         info = RouteInfo(req, ctx.alias, self.router.version(ctx.alias, req))
@@ -76,7 +79,13 @@ class RequestRouting:
         info.decode = info.req.predicted_output
         ep.prompt_tokens_in_flight += info.prefill
         ep.decode_tokens_in_flight += info.decode
+        ep.bound += 1
         info.loaded = ep
+        if not info.counted:  # the autoscaler's demand: once per request, not per attempt
+            info.counted = True
+            pool = self.pools[alias]
+            pool.admitted_requests += 1
+            pool.admitted_prompt_tokens += info.prefill
 
     @staticmethod
     def unload(info: RouteInfo) -> None:
@@ -84,6 +93,7 @@ class RequestRouting:
         if ep is not None:
             ep.prompt_tokens_in_flight -= info.prefill
             ep.decode_tokens_in_flight -= info.decode
+            ep.bound -= 1
             info.loaded = None
 
     def route(self, ctx: RequestContext) -> None:

@@ -54,17 +54,25 @@ class RoutingFinisher:
 
     def __init__(
         self, routing: RequestRouting, hub: SchedulerHub | None, count_text: CountText,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self.routing = routing
         self.hub = hub
         self.count_text = count_text
+        self.settle = settle  # membership: removes draining replicas once idle
 
     async def finish(self, ctx: RequestContext) -> None:
         info = route_info(ctx)
         if info is None:
+            if self.settle is not None:
+                self.settle()  # it may have waited for a replica that now drains
             return
         self.routing.unload(info)
+        if self.settle is not None:
+            self.settle()
         ep = ctx.endpoint
+        if ep is not None and ctx.pool is not None and ctx.upstream_start is not None:
+            ctx.pool.delivered_output_tokens += settled_counts(ctx, self.count_text).output
         if ep is not None and ctx.first_token is not None and ctx.upstream_start is not None:
             self.routing.observe_first_token(info, ep, ctx.first_token - ctx.upstream_start)
         if (ep is not None and ctx.status == "error" and ctx.first_token is not None

@@ -352,5 +352,17 @@ class GatewayScheduler:
             return 1.0
         return max(1.0, sum(b.tokens for b in self._bands.values()) / self.drain_tokens_per_s)
 
+    def backlog(self, now: float) -> tuple[int, int, float]:
+        """(requests waiting, their predicted tokens, the oldest one's wait in s)."""
+        n = tokens = 0
+        oldest = now
+        for band in self._bands.values():
+            n += band.size
+            tokens += band.tokens
+            for entries in band.tenants.values():
+                for _, _, item in entries:
+                    oldest = min(oldest, item.arrival)
+        return n, tokens, max(0.0, now - oldest)
+
     def queued_by_class(self) -> Mapping[str, int]:
         return {k: v.queued for k, v in self.stats.items()}

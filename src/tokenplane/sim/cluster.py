@@ -367,7 +367,8 @@ class ClusterSim:
                 raise RuntimeError("simulation exceeded max_events")
             t_arr = reqs[idx].arrival if idx < len(reqs) else float("inf")
             t_busy = busy[0][0] if busy else float("inf")
-            now = min(t_arr, t_busy)
+            t_tick = self._next_tick()
+            now = min(t_arr, t_busy, t_tick)
             if now == float("inf"):
                 if sched is not None and len(sched):
                     now = self._last_now
@@ -385,6 +386,8 @@ class ClusterSim:
                 pending[i] = None
                 if res is not None:
                     self._apply(res, i, t_end)
+            if now >= t_tick:
+                self._on_tick(now)
             while idx < len(reqs) and reqs[idx].arrival <= now:
                 self._arrive(reqs[idx], now)
                 idx += 1
@@ -399,10 +402,19 @@ class ClusterSim:
                 self._release(now)
             # engines may run ahead (decode only) to the next arrival or expiry tick:
             # the events at which anything outside an engine happens
-            nxt = reqs[idx].arrival if idx < len(reqs) else float("inf")
+            nxt = min(reqs[idx].arrival if idx < len(reqs) else float("inf"),
+                      self._next_tick())
             self._horizon = (min(nxt, next_expire) if sched is not None and next_expire > now
                              else nxt)
             self._start_idle(busy, pending, now)
+
+    # --- timers of a subclass (an autoscaler's ticks, replicas becoming ready) ------
+    def _next_tick(self) -> float:
+        """When :meth:`_on_tick` next wants to run (never, here)."""
+        return float("inf")
+
+    def _on_tick(self, now: float) -> None:
+        """Runs at :meth:`_next_tick`'s time, before that instant's arrivals."""
 
     def _protect(self, now: float) -> None:
         if self.protection is None or self.slo_eval is None:

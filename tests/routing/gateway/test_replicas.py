@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from tokenplane.app import _endpoints
 from tokenplane.compose.config_file import validate_config
+from tokenplane.compose.endpoints import backend_endpoints
 from tokenplane.compose.routing import build_live
 from tokenplane.engine.profiles import get_profile
 from tokenplane.operations.chat import CHAT
@@ -49,7 +49,7 @@ def _pools() -> tuple[object, dict[str, Pool]]:
         pool = Pool(m)
         for i, b in enumerate(m.backends):
             if b.type == "sim":
-                pool.endpoints.extend(_endpoints(m, b, i, counters, []))
+                pool.endpoints.extend(backend_endpoints(m, b, i, counters, []))
             else:
                 pool.endpoints.append(
                     Endpoint(b.id or "", b, NoTransport(), m.alias)  # type: ignore[arg-type]

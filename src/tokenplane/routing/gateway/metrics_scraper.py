@@ -2,7 +2,8 @@
 
 A good scrape stores the parsed figures and marks the replica healthy; a
 connection failure or timeout marks it unhealthy and counts as a failure for its
-breaker. A replica answering without metrics (a 404 from a plain OpenAI-compatible
+breaker (not for a replica still joining: it waits for its first good scrape with
+a clean breaker). A replica answering without metrics (a 404 from a plain OpenAI-compatible
 server) stays healthy with unknown engine figures. ``on_update`` runs after each
 round (the gateway pumps its scheduler queues there).
 """
@@ -36,14 +37,22 @@ class MetricsScraper:
         self.clock = clock
         self.rounds = 0
         self._session: aiohttp.ClientSession | None = None
+        self._started = False
         self._timer = Periodic("tokenplane-scraper", interval_s, self.scrape_once, log=log,
                                failure="metrics scrape round failed", first_now=True)
 
     async def start(self) -> None:
-        if self.interval_s > 0 and self.live.scraped():
+        self._started = True
+        self.ensure_running()
+
+    def ensure_running(self) -> None:
+        """Scrape on the interval once there is something to scrape (replicas that
+        join while the gateway runs start it)."""
+        if self._started and self.interval_s > 0 and self.live.scraped():
             self._timer.start()
 
     async def close(self) -> None:
+        self._started = False
         await self._timer.close()
         if self._session is not None:
             await self._session.close()
@@ -51,7 +60,7 @@ class MetricsScraper:
 
     async def scrape_once(self) -> None:
         targets = self.live.scraped()
-        await asyncio.gather(*(self._scrape(le) for le in targets))
+        await asyncio.gather(*(self.scrape(le) for le in targets))
         self.rounds += 1
         if self.on_update is not None:
             self.on_update()
@@ -64,7 +73,8 @@ class MetricsScraper:
             )
         return self._session
 
-    async def _scrape(self, le: LiveEndpoint) -> None:
+    async def scrape(self, le: LiveEndpoint) -> None:
+        """One health check of ``le`` (its figures when good)."""
         assert le.scrape_url is not None
         now = self.clock()
         try:
@@ -72,6 +82,8 @@ class MetricsScraper:
                 text = await resp.text() if resp.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, OSError):
             le.scrape_failures += 1
+            if le.id in self.live.joining:  # not up yet: no failure of a replica serving
+                return
             if le.healthy:
                 log.warning("replica %s failed its health check", le.id)
             le.healthy = False

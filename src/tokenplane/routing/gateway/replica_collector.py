@@ -17,7 +17,8 @@ class EndpointCollector:
     """``tokenplane_endpoint_*`` gauges per replica (model alias, endpoint id): healthy
     (last health check), breaker state (0 closed, 1 half-open, 2 open), requests in
     flight from this gateway, engine-reported running / waiting requests and KV-cache
-    use (when known)."""
+    use (when known); its membership (``state``: 1 for the one it is in: ``joining``,
+    waiting for its first healthy scrape; ``serving``; ``draining``)."""
 
     def __init__(self, live: LiveView, clock: Callable[[], float] = time.monotonic) -> None:
         self.live = live
@@ -41,10 +42,19 @@ class EndpointCollector:
                                          "Requests the engine reports waiting.", labels=labels),
             "kv": GaugeMetricFamily("tokenplane_endpoint_engine_kv_usage",
                                     "KV-cache use the engine reports (0..1).", labels=labels),
+            "member": GaugeMetricFamily(
+                "tokenplane_endpoint_membership",
+                "1 for the replica's place in its pool: joining (until its first "
+                "healthy scrape), serving, or draining (no new requests).",
+                labels=[*labels, "state"]),
         }
         now = self.clock()
-        for le in self.live.by_id.values():
+        for le in list(self.live.joining.values()):
+            fams["member"].add_metric([le.alias, le.id, "joining"], 1.0)
+        for le in list(self.live.by_id.values()):
             lv = [le.alias, le.id]
+            fams["member"].add_metric(
+                [*lv, "draining" if le.endpoint.draining else "serving"], 1.0)
             fams["healthy"].add_metric(lv, 1.0 if le.healthy else 0.0)
             fams["breaker"].add_metric(lv, _STATE_VALUE.get(le.breaker.state(now), 0.0))
             fams["in_flight"].add_metric(lv, float(le.endpoint.in_flight))

@@ -95,7 +95,12 @@ class LiveEndpoint:
         )
 
     def available(self, now: float) -> bool:
-        return self.healthy and self.breaker.available(now)
+        return self.healthy and not self.endpoint.draining and self.breaker.available(now)
+
+    def idle(self) -> bool:
+        """Nothing of this gateway's is bound to, waiting for or in flight on it."""
+        ep = self.endpoint
+        return ep.bound <= 0 and ep.in_flight <= 0 and self.pending <= 0
 
 
 def breaker_from(cfg: BreakerConfig) -> Breaker:
@@ -108,14 +113,29 @@ def breaker_from(cfg: BreakerConfig) -> Breaker:
 
 @dataclass(slots=True)
 class LiveView:
-    """Every replica of every alias, by id and by alias."""
+    """Every routable replica of every alias, by id and by alias, and the replicas
+    still joining (scraped, not routed to until their first healthy scrape).
+
+    Replicas come and go while the gateway runs (``membership``): ``add`` and
+    ``remove`` replace an alias's list rather than change it in place, so a list
+    being iterated (by a router, a scrape, a metrics collection) stays as it was."""
 
     by_id: dict[str, LiveEndpoint] = field(default_factory=dict)
     by_alias: dict[str, list[LiveEndpoint]] = field(default_factory=dict)
+    joining: dict[str, LiveEndpoint] = field(default_factory=dict)
 
     def add(self, le: LiveEndpoint) -> None:
+        self.joining.pop(le.id, None)
         self.by_id[le.id] = le
-        self.by_alias.setdefault(le.alias, []).append(le)
+        self.by_alias[le.alias] = [*self.by_alias.get(le.alias, ()), le]
+
+    def remove(self, le: LiveEndpoint) -> None:
+        self.joining.pop(le.id, None)
+        if self.by_id.get(le.id) is le:
+            del self.by_id[le.id]
+        eps = self.by_alias.get(le.alias)
+        if eps is not None and le in eps:
+            self.by_alias[le.alias] = [e for e in eps if e is not le]
 
     def of(self, alias: str, version: str | None = None) -> list[LiveEndpoint]:
         eps = self.by_alias.get(alias, [])
@@ -125,7 +145,9 @@ class LiveView:
         return [e.snapshot(now) for e in eps]
 
     def scraped(self) -> list[LiveEndpoint]:
-        return [e for e in self.by_id.values() if e.scrape_url is not None]
+        """Replicas to scrape: the routable ones and those joining."""
+        return [e for e in (*self.by_id.values(), *self.joining.values())
+                if e.scrape_url is not None]
 
     def observe_first_token(self, ep_id: str, ttft_s: float, prefill_tokens: int) -> None:
         """A streamed request's time to first token on ``ep_id`` (from the upstream

@@ -39,7 +39,11 @@ class GatewayRouter:
         self.clock = clock
         registry = default_registry()
         self.profiles: dict[str, RoutingProfile] = {}
-        for alias in live.by_alias:
+        # every alias has its profile from the start, replicas or not (discovered
+        # replicas join later: routing/gateway/membership.py)
+        aliases = dict.fromkeys([*live.by_alias, *self.fallbacks,
+                                 *(a for fbs in self.fallbacks.values() for a in fbs)])
+        for alias in aliases:
             ctx = RoutingContext(block_size=config.block_size,
                                  prefix_capacity_blocks=config.prefix_capacity_blocks)
             spec = config.models.get(alias, config.profile)
@@ -60,12 +64,20 @@ class GatewayRouter:
     def candidates(
         self, alias: str, version: str | None, exclude: Sequence[str] = (), panic: bool = False,
     ) -> list[LiveEndpoint]:
-        """Replicas that may take a request now: healthy, breaker not open. In panic
-        (nothing else can serve) health checks are ignored, breakers are not."""
+        """Replicas that may take a request now: healthy, not draining, breaker not
+        open. In panic (nothing else can serve) health checks are ignored, breakers
+        and draining are not."""
         now = self.clock()
         return [e for e in self.live.of(alias, version)
                 if e.id not in exclude
-                and (e.available(now) if not panic else e.breaker.available(now))]
+                and (e.available(now) if not panic
+                     else not e.endpoint.draining and e.breaker.available(now))]
+
+    def forget(self, le: LiveEndpoint) -> None:
+        """``le`` left its pool: drop what the alias's profile learnt of it."""
+        profile = self.profiles.get(le.alias)
+        if profile is not None:
+            profile.ctx.prefix_index.forget(le.id)
 
     def choose(
         self, alias: str, req: RouteRequest, cands: Sequence[LiveEndpoint], panic: bool = False,

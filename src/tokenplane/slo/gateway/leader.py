@@ -63,9 +63,9 @@ def advisory_key(name: str) -> int:
 
 
 class PgLeader:
-    def __init__(self, dsn: str, schema: str | None) -> None:
+    def __init__(self, dsn: str, schema: str | None, name: str = "slo") -> None:
         self.dsn = dsn
-        self.key = advisory_key(f"tokenplane-slo-leader:{schema or 'public'}")
+        self.key = advisory_key(f"tokenplane-{name}-leader:{schema or 'public'}")
         self._con: Any = None
 
     async def acquire(self) -> bool:
@@ -119,11 +119,13 @@ class RedisLeader:
 
 def open_leadership(
     home: Path, database_url: str | None, redis_url: str | None, redis_prefix: str,
-    interval_s: float,
+    interval_s: float, name: str = "slo",
 ) -> Leadership:
+    """The election of ``name`` (``slo``: SLO alerts; ``autoscale``: the autoscaler's
+    actuation), each with a lock of its own."""
     if database_url and is_postgres_url(database_url):
         dsn, schema = split_schema(database_url)
-        return PgLeader(dsn, schema)
+        return PgLeader(dsn, schema, name)
     if redis_url:
-        return RedisLeader(redis_url, f"{redis_prefix}slo:leader", 3 * interval_s)
-    return FileLeader(home / "slo-leader")
+        return RedisLeader(redis_url, f"{redis_prefix}{name}:leader", 3 * interval_s)
+    return FileLeader(home / f"{name}-leader")
