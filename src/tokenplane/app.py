@@ -14,6 +14,7 @@ from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
+from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
@@ -21,6 +22,7 @@ from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
+from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
@@ -343,6 +345,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   gw.allowed_models, config.context, gw.packer).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     AdminCacheRoutes(gw.keys, gw.cache).install(app)
     AdminAutoscaleRoutes(gw.keys, gw.autoscale).install(app)

@@ -24,6 +24,8 @@ from tokenplane.api.admin import (
 from tokenplane.api.admin_fields import LIMIT_TYPES, MAX_NAME_LEN, MAX_TEXT_LEN
 from tokenplane.api.context_routes import PATH as PACK_PATH
 from tokenplane.api.context_routes import body_spec as pack_spec
+from tokenplane.api.feedback_routes import PATH as FEEDBACK_PATH
+from tokenplane.api.feedback_routes import body_spec as feedback_spec
 from tokenplane.governance.audit.multi import VERDICTS
 from tokenplane.metering.reports import REPORT_DIMENSIONS
 from tokenplane.operations.fields import nullable
@@ -170,6 +172,11 @@ def _admin_paths() -> dict[str, Any]:
             "query", tenant={"type": "string"}, key_id={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,
             limit={"type": "integer", "minimum": 1, "maximum": 1000}))},
+        f"{PREFIX}/advice": {"get": _op(
+            "the optimisation advisor's findings (docs/ADVICE.md): evidence, saving per "
+            "month in tokens and money, what to do (a tenant's key: its tenant)",
+            params=_params("query", tenant={"type": "string"}, since=time_q,
+                           until=time_q))},
         f"{PREFIX}/slos": {"get": _op(
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",
@@ -198,6 +205,9 @@ def openapi_document(operations: OperationRegistry, version: str = "") -> dict[s
     paths[PACK_PATH] = {"post": _op("pack retrieved documents into a token budget with the "
                                     "model's tokenizer (docs/CONTEXT.md)",
                                     body=pack_spec().schema())}
+    paths[FEEDBACK_PATH] = {"post": _op("score an answer by its x-request-id (0 to 1); "
+                                        "the key must own the request's tenant",
+                                        body=feedback_spec().schema())}
     paths.update(_admin_paths())
     return {
         "openapi": "3.1.0",

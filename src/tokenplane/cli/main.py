@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from tokenplane.cli.advise_cmd import register as register_advise
 from tokenplane.cli.audit_cmd import register as register_audit
 from tokenplane.cli.autoscale_cmd import register as register_autoscale
 from tokenplane.cli.config_cmd import register as register_config
@@ -29,6 +30,7 @@ def build_cli() -> typer.Typer:
     register_config(app)
     register_simulate(app)
     register_usage(app)
+    register_advise(app)
     register_audit(app)
     register_slo(app)
     register_replay(app)

@@ -94,6 +94,9 @@ class UsageEvent:
     saved_output_tokens: int = 0
     saved_cost_micros: int = 0
     queue_wait_s: float | None = None  # time waited in the gateway's scheduler queue
+    # the upstream's finish_reason of the answer (first choice that ended; "length" if
+    # any choice hit max_tokens), None when none came back (migration 10, the advisor)
+    finish_reason: str | None = None
 
     @classmethod
     def from_counts(

@@ -103,6 +103,7 @@ class RequestContext:
     relayed: RelayedText | None = None  # a stream's content sent to the client (its text)
     chunks: int = 0
     response_model: str | None = None
+    finish_reason: str | None = None  # the upstream's ("length" if any choice hit it)
     status: str = "ok"
     http_status: int = 200
     error_code: str | None = None

@@ -180,6 +180,7 @@ class MeterFinisher:
             slo_class=ctx.slo_class,
             prefix_segments=prefix_segments(ctx),
             tool_calls=ctx.tool_calls,
+            finish_reason=ctx.finish_reason if ctx.upstream_start is not None else None,
         )
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent

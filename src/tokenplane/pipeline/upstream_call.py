@@ -10,6 +10,7 @@ client asked for it.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
@@ -138,6 +139,21 @@ def absorb_json(ctx: RequestContext, body: bytes) -> None:
         if isinstance(model, str):
             ctx.response_model = model
         ctx.tool_calls = answer_tool_calls(obj)
+        choices = obj.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict):
+                    note_finish(ctx, choice.get("finish_reason"))
+
+
+def note_finish(ctx: RequestContext, reason: object) -> None:
+    """Keeps the answer's finish reason: the first one seen, or ``length`` when any
+    choice stopped at ``max_tokens`` (the advisor counts those)."""
+    if isinstance(reason, str) and (ctx.finish_reason is None or reason == "length"):
+        ctx.finish_reason = reason
+
+
+_FINISH = re.compile(rb'"finish_reason"\s*:\s*"([a-z_]{1,32})"')
 
 
 
@@ -257,6 +273,9 @@ def _keep(ctx: RequestContext, ev: bytes) -> bool:
         call = parse_event(ev)
         if call is not None:
             ctx.tool_calls += chunk_tool_calls(call)
+    if b'"finish_reason":"' in ev or b'"finish_reason": "' in ev:
+        for reason in _FINISH.findall(ev):
+            note_finish(ctx, reason.decode())
     if b'"usage":{' in ev or b'"usage": {' in ev or b'"error"' in ev or ctx.first_token is None:
         obj = parse_event(ev)
         if obj is None:

@@ -85,6 +85,7 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
 V5_COLUMNS = ("context_offered_tokens", "context_kept_tokens", "context_dropped_tokens",
               "context_dropped", "history_dropped_messages", "history_dropped_tokens",
               "overflow", "overflow_from")
+V10_COLUMNS = ("finish_reason",)
 
 
 async def _old_ledger(sink_target: str, monkeypatch: pytest.MonkeyPatch, migrations_done: int,
@@ -116,7 +117,7 @@ async def test_a_v1_ledger_gains_the_slo_class_column(
     """A ledger written before migration 2 keeps its rows; they read back with no class."""
     await _old_ledger(sink_target, monkeypatch, 1, make_event(1),
                       ("slo_class", "prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS,
-                       *CACHE_COLUMNS, "queue_wait_s"))
+                       *CACHE_COLUMNS, "queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[1:]  # type: ignore[attr-defined]
@@ -137,7 +138,7 @@ async def test_a_v3_ledger_gains_the_prefix_segments_column(
     read back with no prefix fingerprints, and new rows carry theirs."""
     await _old_ledger(sink_target, monkeypatch, 3, make_event(1, slo_class="batch"),
                       ("prefix_segments", *V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS,
-                       "queue_wait_s"))
+                       "queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[3:]  # type: ignore[attr-defined]
@@ -157,7 +158,7 @@ async def test_a_v4_ledger_gains_the_context_columns(
     """A ledger written before migration 5 keeps its rows (zero context tokens, no
     overflow); new rows carry the packing and overflow figures."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[[1,2]]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -183,7 +184,7 @@ async def test_a_v4_ledger_gains_the_session_columns_and_rollups(
     """A ledger written before migration 6 keeps its rows (no session); new rows carry
     their session and step, and the session rollups sum only the rows inserted."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, prefix_segments="[]"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -227,7 +228,7 @@ async def test_a_v4_ledger_gains_the_cache_columns(
     """A ledger written before migration 7 keeps its rows; they read back as no cache
     hit with nothing saved, and a hit's row carries its kind, source and savings."""
     await _old_ledger(sink_target, monkeypatch, 4, make_event(1, slo_class="batch"),
-                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s"))
+                      (*V5_COLUMNS, *SESSION_COLUMNS, *CACHE_COLUMNS, "queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[4:]  # type: ignore[attr-defined]
@@ -250,7 +251,8 @@ async def test_a_v8_ledger_gains_queue_waits_and_version_rollups(
     """Migration 9: old rows read back with no queue wait; new attempts that reached an
     upstream add to ``version_rollups`` (hour and day), with the time split into
     waiting at the gateway, the gateway's own work, the engine's TTFT and decode."""
-    await _old_ledger(sink_target, monkeypatch, 8, make_event(1), ("queue_wait_s",))
+    await _old_ledger(sink_target, monkeypatch, 8, make_event(1),
+                      ("queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
         assert sink.applied_migrations == VERSIONS[8:] and 9 in VERSIONS  # type: ignore[attr-defined]
@@ -283,5 +285,37 @@ async def test_a_v8_ledger_gains_queue_waits_and_version_rollups(
         assert await sink.write([make_event(2, model_version="v1", **timed)]) == 0
         assert await _scalar(sink, "SELECT CAST(SUM(requests) AS BIGINT) FROM version_rollups "
                                    "WHERE grain = 'day'") == 3  # a replay adds nothing
+    finally:
+        await sink.close()
+
+
+async def test_a_v8_ledger_gains_the_advice_tables(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before migration 10 keeps its rows (no finish reason); new rows
+    carry theirs and fill the advice rollups; the feedback table takes scores."""
+    await _old_ledger(sink_target, monkeypatch, 8, make_event(1),
+                      ("queue_wait_s", *V10_COLUMNS))
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [9, 10]  # type: ignore[attr-defined]
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
+        assert row_event(rows[0]) == make_event(1)
+        assert row_event(rows[0]).finish_reason is None
+        new = [make_event(i, finish_reason="length", upstream_start_ts=1.0,
+                          model_version="v2", system_fingerprint="fp") for i in (2, 5)]
+        assert await sink.write(new) == 2
+        assert await sink.write(new) == 0  # a replay adds nothing to the rollups
+        rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-2"])
+        assert row_event(rows[0]) == new[0]
+        sums = await sink.fetch(
+            "SELECT tenant, app, version, template, requests, answers, length_finishes, "
+            "answer_output_sq FROM advice_rollups ORDER BY app")
+        assert sums == [{"tenant": "t2", "app": "app0", "version": "v2", "template": "fp",
+                         "requests": 1, "answers": 1, "length_finishes": 1,
+                         "answer_output_sq": 49},
+                        {"tenant": "t2", "app": "app1", "version": "v2", "template": "fp",
+                         "requests": 1, "answers": 1, "length_finishes": 1,
+                         "answer_output_sq": 49}]
     finally:
         await sink.close()

@@ -300,16 +300,72 @@ def _v9(dialect: int) -> tuple[str, ...]:
     )
 
 
+# v10: the optimisation advisor (docs/ADVICE.md): each answer's finish_reason; one
+# rollup row per (day, tenant, app, alias, model version, template, currency) with the
+# sums the advisor reads (advice_rollups, upserted with the events like usage_rollups);
+# and the scores clients record with POST /v1/feedback (one per tenant and request).
+_EVENT_COLUMNS_V10: tuple[tuple[str, str], ...] = (("finish_reason", "text?"),)
+_ADVICE_MEASURES_V10: tuple[str, ...] = (
+    "requests", "errors", "answers", "answer_output_tokens", "answer_output_sq",
+    "length_finishes", "length_output_tokens", "input_tokens", "cached_input_tokens",
+    "cache_write_tokens", "output_tokens", "input_system", "input_history",
+    "input_context", "input_tools", "cost_micros", "context_offered_tokens",
+    "context_kept_tokens", "history_dropped_tokens", "tool_output_tokens",
+    "tool_output_removed",
+)
+
+
+def _v10(dialect: int) -> tuple[str, ...]:
+    integer, real = _T["int"][dialect], _T["real"][dialect]
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _ADVICE_MEASURES_V10)
+    return (
+        *(f"ALTER TABLE usage_events ADD COLUMN {name} {_T[kind][dialect]}"
+          for name, kind in _EVENT_COLUMNS_V10),
+        # keyed by day first, like usage_rollups: new rows land at the end of the key
+        # (writes cost less than in a table clustered by the advisor's grouping, which
+        # sums a window about twice as fast but costs the sink a third of its write
+        # rate at high cardinality; docs/BENCHMARKS.md, "Optimisation advisor")
+        f"""CREATE TABLE advice_rollups (
+  bucket {integer} NOT NULL,
+  tenant TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  template TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  {measures},
+  PRIMARY KEY (bucket, tenant, app, model, version, template, currency)
+)""",
+        "CREATE INDEX advice_rollups_tenant ON advice_rollups (tenant, bucket)",
+        f"""CREATE TABLE feedback (
+  tenant TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  app TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  score {real} NOT NULL,
+  comment TEXT,
+  labels TEXT NOT NULL,
+  request_ts {real} NOT NULL,
+  created_at {real} NOT NULL,
+  PRIMARY KEY (tenant, request_id)
+)""",
+        "CREATE INDEX feedback_app ON feedback (tenant, app, model, request_ts)",
+    )
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
-    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)))
+    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)), (10, _v10(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
-    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)))
+    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)), (10, _v10(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
     + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7 + _EVENT_COLUMNS_V9
+    + _EVENT_COLUMNS_V10
 )
 
 SCHEMA_MIGRATIONS_DDL = (

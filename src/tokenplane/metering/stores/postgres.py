@@ -16,6 +16,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from tokenplane.metering.advice_rollups import (
+    ADVICE_KEY,
+    ADVICE_MEASURES,
+    advice_rows,
+    upsert_advice_sql,
+)
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.rollups import (
     DIMENSIONS,
@@ -61,6 +67,10 @@ _UPSERT_ROLLUPS = upsert_rollups_sql(
 _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
     lambda i: f"${i + 1}",
     _unnest(["text", "text", "text", "bigint", "bigint", "float8", "float8"]),
+)
+_UPSERT_ADVICE = upsert_advice_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["bigint", *["text"] * (len(ADVICE_KEY) - 1), *["bigint"] * len(ADVICE_MEASURES)]),
 )
 
 _UPSERT_SESSIONS = upsert_sessions_sql(
@@ -201,6 +211,7 @@ class PostgresSink:
             sessions = session_rows(inserted)
             if sessions:
                 await con.execute(_UPSERT_SESSIONS, *_columns(sessions))
+            await con.execute(_UPSERT_ADVICE, *_columns(advice_rows(inserted)))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

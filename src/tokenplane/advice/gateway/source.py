@@ -1,0 +1,146 @@
+"""The advisor's shell: reads the aggregates from the ledger and runs the pure advisor.
+
+It reads ``advice_rollups`` summed over the window's days by the database (day
+buckets: ``since`` is rounded down to its day), the ``feedback`` sums, and the newest
+price table the meter stored (``price_versions``); never the raw events.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from tokenplane.advice.advisor import KINDS, advise
+from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresholds, Window
+from tokenplane.metering.advice_rollups import ADVICE_MEASURES, DAY_S
+from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.feedback import feedback_sums
+from tokenplane.metering.pricing import PriceBook
+from tokenplane.metering.stores.base import LedgerSink
+
+DEFAULT_WINDOW_S = 30 * DAY_S
+_DIMS = "tenant, app, model, version, template, currency"
+
+
+def _window(since: float | None, until: float | None, now: float) -> tuple[float, float]:
+    hi = now if until is None else until
+    lo = hi - DEFAULT_WINDOW_S if since is None else since
+    return lo, hi
+
+
+def _where(lo: float, hi: float, tenant: str | None) -> tuple[str, list[Any]]:
+    """The window (and tenant) as a WHERE clause on the day buckets."""
+    clauses = ["bucket >= ?", "bucket < ?"]
+    params: list[Any] = [int(lo // DAY_S * DAY_S), math.ceil(hi)]
+    if tenant is not None:
+        clauses.append("tenant = ?")
+        params.append(tenant)
+    return " AND ".join(clauses), params
+
+
+async def data_days(sink: LedgerSink, lo: float, hi: float,
+                    tenant: str | None) -> tuple[int, int] | None:
+    """The first and last day with traffic in the window (the rollups' key order)."""
+    where, params = _where(lo, hi, tenant)
+    rows = await sink.fetch(f"SELECT MIN(bucket) AS lo, MAX(bucket) AS hi FROM advice_rollups "
+                            f"WHERE {where}", params)
+    if not rows or rows[0]["lo"] is None:
+        return None
+    return int(rows[0]["lo"]), int(rows[0]["hi"])
+
+
+def _sum(expr: str, name: str) -> str:
+    return f"CAST(SUM({expr}) AS BIGINT) AS {name}"
+
+
+async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None,
+                      days: tuple[int, int]) -> list[Aggregate]:
+    """The window's rollups summed over its days per (tenant, app, alias, version,
+    template, currency), in the database; the per-day measures (prefix repeats and
+    writes, the two halves' history) are summed there too (their comments
+    in ``advice/model.py`` say what they are)."""
+    where, params = _where(lo, hi, tenant)
+    first, last = days
+    mid = first + ((last - first) // DAY_S + 1) // 2 * DAY_S
+    per_template = "CASE WHEN template <> '' AND requests > 0 THEN {} ELSE 0 END"
+    derived = [
+        _sum(per_template.format("input_system - input_system / requests"),
+             "prefix_repeat_tokens"),
+        _sum(per_template.format("input_system / requests"), "prefix_write_tokens"),
+        _sum("CASE WHEN bucket < ? THEN requests ELSE 0 END", "early_requests"),
+        _sum("CASE WHEN bucket < ? THEN input_history ELSE 0 END", "early_history"),
+        _sum("CASE WHEN bucket >= ? THEN requests ELSE 0 END", "late_requests"),
+        _sum("CASE WHEN bucket >= ? THEN input_history ELSE 0 END", "late_history"),
+    ]
+    sums = [_sum(m, m) for m in ADVICE_MEASURES]
+    sql = (f"SELECT {_DIMS}, {', '.join(sums + derived)} FROM advice_rollups "
+           f"WHERE {where} GROUP BY {_DIMS}")
+    # the sums are BIGINT (never NULL: every group has rows), the dimensions text
+    return [Aggregate(**row) for row in await sink.fetch(sql, [mid, mid, mid, mid, *params])]
+
+
+async def latest_prices(sink: LedgerSink) -> PriceBook:
+    rows = await sink.fetch("SELECT price_table FROM price_versions "
+                            "ORDER BY first_seen DESC, version LIMIT 1")
+    if not rows:
+        return PriceBook.empty()
+    return PriceBook(orjson.loads(rows[0]["price_table"]))
+
+
+def rates_of(book: PriceBook) -> Callable[[str], Rates]:
+    cache: dict[str, Rates] = {}
+
+    def rates(alias: str) -> Rates:
+        got = cache.get(alias)
+        if got is None:
+            price = book.model_price(UsageEvent("", 0, 0.0, model=alias))
+            if price is None:
+                got = Rates()
+            else:
+                b = price.base
+                got = Rates(b.input, b.cached_input, b.cache_write, b.output)
+            cache[alias] = got
+        return got
+
+    return rates
+
+
+async def gather_advice(sink: LedgerSink, *, since: float | None = None,
+                        until: float | None = None, tenant: str | None = None,
+                        now: float | None = None, thresholds: Thresholds | None = None,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The advice document (docs/ADVICE.md) for ``tenant`` (None: every tenant)."""
+    say = progress or (lambda _: None)
+    now = time.time() if now is None else now
+    lo, hi = _window(since, until, now)
+    say("reading advice rollups")
+    days = await data_days(sink, lo, hi, tenant)
+    rows = await advice_rows(sink, lo, hi, tenant, days) if days is not None else []
+    say("reading feedback and prices")
+    feedback = [FeedbackAggregate(r["tenant"], r["app"], r["model"], int(r["n"]),
+                                  float(r["total"] or 0))
+                for r in await feedback_sums(sink, lo, hi, tenant)]
+    book = await latest_prices(sink)
+    start = lo // DAY_S * DAY_S  # the rollups hold whole days
+    effective = Window(max(start, float(days[0])) if days is not None else start,
+                       min(hi, now))
+    say(f"analysing {len(rows)} aggregate rows")
+    result = advise(rows, feedback, rates_of(book), effective, thresholds)
+    findings = [f.as_dict() for f in result.findings]
+    total_micros = sum(f.cost_micros_per_month for f in result.findings)
+    return {
+        "object": "advice", "tenant": tenant, "since": lo, "until": hi,
+        "window_days": round(effective.days, 2), "generated_at": now,
+        "currency": book.currency, "price_version": book.version,
+        "kinds": list(KINDS), "findings": findings,
+        "total": {"findings": len(findings),
+                  "tokens_per_month": sum(f.tokens_per_month for f in result.findings),
+                  "cost_micros_per_month": total_micros,
+                  "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
+        "not_evaluated": result.not_evaluated,
+    }
