@@ -32,6 +32,12 @@ class Analysis:
     key: int  # equal for texts with equal units (the exact-duplicate key)
 
 
+def unit_hashes(text: str) -> IntArray:
+    """The hash of each unit of ``text``, in order (all BM25 reads)."""
+    us = units(text)
+    return np.fromiter(map(hash, us), np.int64, len(us))
+
+
 def analyse(text: str) -> Analysis:
     us = units(text)
     hashes = np.fromiter(map(hash, us), np.int64, len(us))
@@ -49,6 +55,13 @@ class AnalysisCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    def units(self, text: str) -> IntArray:
+        """The unit hashes of ``text``: its cached analysis's, else worked out (and not
+        stored: a text only ranked is not analysed)."""
+        with self._lock:
+            found = self._entries.get(text)
+        return found.units if found is not None else unit_hashes(text)
 
     def get(self, text: str) -> Analysis:
         with self._lock:

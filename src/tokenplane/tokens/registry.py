@@ -29,6 +29,7 @@ from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 
+_SPLIT_ONLY = "\x1c\x1d\x1e\x1f"  # str.split whitespace that \s is not
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
 HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
 
@@ -85,6 +86,25 @@ class TiktokenTokenizer:
                                                                  default=1))
             self._floor = CharFloor(longest, self._nfc)
         return self._floor
+
+    def word_floor(self, text: str) -> int:
+        """The fewest tokens ``text`` can take, from its words (no tokenizing): 0 unless
+        this encoding counts it with :mod:`~tokenplane.tokens.ascii_bpe`'s pattern
+        (ASCII, no special-token text). There no pre-token holds a whitespace character
+        between two other characters (whitespace leads a piece, or newlines end one, or
+        a piece is all whitespace), so each maximal run of non-whitespace characters
+        needs a piece of its own and each piece at least one token. Python's
+        ``str.split`` also splits at ``\\x1c``-``\\x1f``, which the pattern does not
+        count as whitespace: text holding one gets 0."""
+        if self._ascii is None or not text.isascii():
+            return 0
+        for h in self._heads:
+            if h in text:
+                return 0
+        for c in _SPLIT_ONLY:
+            if c in text:
+                return 0
+        return len(text.split())
 
     def encode(self, text: str) -> list[int]:
         if self._nfc:
