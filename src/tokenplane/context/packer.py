@@ -235,7 +235,7 @@ class ContextPacker:
             packed.settle()
         return packed
 
-    def _cut(self, docs: list[Document], tokens: Count, passed: list[int],
+    def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
              rank_of: dict[int, int]) -> int | None:
@@ -265,7 +265,7 @@ class ContextPacker:
             return i
         return None
 
-    def _lay_out(self, docs: list[Document], tokens: Count, chosen: list[_Chosen],
+    def _lay_out(self, docs: list[Document], tokens: Callable[[int], int], chosen: list[_Chosen],
                  dropped: list[Dropped], header: str, budget: int, count: Count,
                  options: PackOptions, offered: int) -> Packed:
         while True:
