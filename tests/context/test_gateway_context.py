@@ -375,7 +375,7 @@ def test_deferred_accounting_lands_in_the_ledger_exactly(
     query = QUESTION[-1]["content"]
     exact = sum(tok.count(d["text"]) for d in docs)
     lazy = ContextPacker().pack(query, to_documents(docs), budget, tok.count,
-                                floor=tok.word_floor, defer=True)  # type: ignore[attr-defined]
+                                floor=tok.token_floor, defer=True)  # type: ignore[attr-defined]
     assert not lazy.settled and lazy.offered_tokens < exact  # the decision skipped some
     full = ContextPacker().pack(query, to_documents(docs), budget, tok.count)
     assert full.offered_tokens == exact

@@ -236,7 +236,7 @@ def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
     full = ContextPacker().pack("How are tokens reserved?", docs, 300, tok.count)
     cache = AnalysisCache()
     lazy = ContextPacker(cache=cache).pack("How are tokens reserved?", docs, 300, count,
-                                           floor=tok.word_floor, defer=True)
+                                           floor=tok.token_floor, defer=True)
     texts = {d.text for d in docs}
     assert not lazy.settled and len(texts & set(counted)) < len(texts) // 2
     assert cache.misses < len(docs) // 2  # only the documents considered were analysed

@@ -41,7 +41,7 @@ from tokenplane.context.documents import (
     Ranker,
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
-from tokenplane.context.text import sentence_ends
+from tokenplane.context.text import first_sentence_end, sentence_ends
 
 Count = Callable[[str], int]
 SEPARATOR = "\n\n"
@@ -193,8 +193,9 @@ class ContextPacker:
                 dropped.append(Dropped(docs[i].id, i, "empty", tokens(i)))
                 continue
             extra = cost(i) + (0 if chosen or not header else sep_cost)
-            if used + extra > budget or (floor is not None
-                                          and used + floor(text) + extra > budget):
+            room = budget - used - extra
+            # (a floor is at most the text's length: no use calling it on a short one)
+            if room < 0 or (floor is not None and len(text) > room and floor(text) > room):
                 passed.append(i)  # cannot fit: not counted (unless it is cut below)
                 continue
             need = tokens(i) + extra
@@ -212,7 +213,8 @@ class ContextPacker:
         cut: int | None = None
         if options.truncate and passed:
             cut = self._cut(docs, tokens, passed, chosen, duplicate_of, budget - used,
-                            cost, sep_cost if header and not chosen else 0, count, rank_of)
+                            cost, sep_cost if header and not chosen else 0, count, rank_of,
+                            floor)
             if cut is not None:
                 by_key.setdefault(an(cut).key, cut)
                 kept_sigs.add(cut, an(cut))
@@ -238,28 +240,38 @@ class ContextPacker:
     def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
-             rank_of: dict[int, int]) -> int | None:
-        """Cuts the best passed-over document after its last sentence that fits
-        ``room``; returns its index (None when none fits)."""
+             rank_of: dict[int, int], floor: Count | None) -> int | None:
+        """Cuts the best passed-over document (not a duplicate of one kept) after its
+        last sentence that fits ``room``; returns its index (None when none fits).
+        A prefix whose ``floor`` is over what is left is not counted (nor is a document
+        whose first sentence is, looked at for duplicates)."""
         for i in passed:
-            if duplicate_of(i) is not None:
-                continue
             left = room - cost(i) - lead
             if left <= 0:
+                if duplicate_of(i) is not None:
+                    continue
                 return None
             text = docs[i].text
-            ends = [e for e in sentence_ends(text) if e < len(text.rstrip())]
+            end = len(text.rstrip())
+            first = first_sentence_end(text)
+            if first is None or first >= end or (
+                    floor is not None and floor(text[:first].rstrip()) > left):
+                continue  # no sentence, or not even its first one fits: the next one
+            if duplicate_of(i) is not None:
+                continue
+            ends = [e for e in sentence_ends(text) if e < end]
             lo, hi, best = 0, len(ends) - 1, -1
             best_tokens = 0
             while lo <= hi:  # the longest prefix of whole sentences that fits
                 mid = (lo + hi) // 2
-                n = count(text[:ends[mid]].rstrip())
+                prefix = text[:ends[mid]].rstrip()
+                n = left + 1 if floor is not None and floor(prefix) > left else count(prefix)
                 if n <= left:
                     best, best_tokens, lo = mid, n, mid + 1
                 else:
                     hi = mid - 1
             if best < 0:
-                continue  # not even its first sentence fits: try the next one
+                continue
             prefix = text[:ends[best]].rstrip()
             chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)), True))
             return i

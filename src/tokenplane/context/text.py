@@ -23,16 +23,18 @@ _SENTENCE_END = re.compile(
 )
 
 
-_ASCII_SEPARATORS = str.maketrans(
-    {c: " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"})
+# ASCII bytes lower-cased, punctuation to spaces (one ``bytes.translate``)
+_ASCII_UNITS = bytes(
+    (b" "[0] if chr(c) in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" else ord(chr(c).lower()))
+    if c < 128 else c for c in range(256))
 
 
 def units(text: str) -> list[str]:
     """The text's units in order (see module doc). ASCII text takes a fast path with
-    the same result (punctuation to spaces, then ``str.split``: 5-10 times faster
-    than the regular expression)."""
+    the same result (lower case and punctuation to spaces in one ``bytes.translate``,
+    then ``str.split``: 20-50 times faster than the regular expression)."""
     if text.isascii():
-        return text.lower().translate(_ASCII_SEPARATORS).split()
+        return text.encode("ascii").translate(_ASCII_UNITS).decode("ascii").split()
     return UNIT_RE.findall(text.lower())
 
 
@@ -44,3 +46,9 @@ def sentence_ends(text: str) -> list[int]:
     """Offsets just past each sentence end (trailing whitespace included), ascending;
     the text's end is not included unless a sentence ends there."""
     return [m.end() for m in _SENTENCE_END.finditer(text)]
+
+
+def first_sentence_end(text: str) -> int | None:
+    """``sentence_ends(text)[0]`` (None when there is none), without finding the rest."""
+    m = _SENTENCE_END.search(text)
+    return m.end() if m is not None else None

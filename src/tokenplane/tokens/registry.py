@@ -28,8 +28,8 @@ from typing import Any
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
+from tokenplane.tokens.piece_floor import piece_floor
 
-_SPLIT_ONLY = "\x1c\x1d\x1e\x1f"  # str.split whitespace that \s is not
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
 HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
 
@@ -76,6 +76,8 @@ class TiktokenTokenizer:
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
         self._floor: CharFloor | None = None
+        self._piece_floor = None if short else piece_floor(getattr(encoding, "_pat_str", None),
+                                                            nfc)
 
     def char_floor(self) -> CharFloor:
         """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
@@ -87,24 +89,17 @@ class TiktokenTokenizer:
             self._floor = CharFloor(longest, self._nfc)
         return self._floor
 
-    def word_floor(self, text: str) -> int:
-        """The fewest tokens ``text`` can take, from its words (no tokenizing): 0 unless
-        this encoding counts it with :mod:`~tokenplane.tokens.ascii_bpe`'s pattern
-        (ASCII, no special-token text). There no pre-token holds a whitespace character
-        between two other characters (whitespace leads a piece, or newlines end one, or
-        a piece is all whitespace), so each maximal run of non-whitespace characters
-        needs a piece of its own and each piece at least one token. Python's
-        ``str.split`` also splits at ``\\x1c``-``\\x1f``, which the pattern does not
-        count as whitespace: text holding one gets 0."""
-        if self._ascii is None or not text.isascii():
+    def token_floor(self, text: str) -> int:
+        """The fewest tokens ``text`` can take, from its pieces' shape, without
+        tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
+        listed there, or special-token text)."""
+        floor = self._piece_floor
+        if floor is None:
             return 0
         for h in self._heads:
             if h in text:
                 return 0
-        for c in _SPLIT_ONLY:
-            if c in text:
-                return 0
-        return len(text.split())
+        return floor.tokens(text)
 
     def encode(self, text: str) -> list[int]:
         if self._nfc:
