@@ -123,11 +123,12 @@ def run(spec: str, n: int, scores: bool, before_cls: Any) -> dict[str, float]:
         fresh = docs_for(f"({k}) ")
         if before is not None:
             b = before_cls(cache=AnalysisCache())
-            _timed(lambda: b.pack(QUERY, fresh, BUDGET, count), m["cold_before"],
+            _timed(lambda b=b, d=fresh: b.pack(QUERY, d, BUDGET, count), m["cold_before"],
                    m["cold_before_cpu"])
             fresh = docs_for(f"({k}') ")  # the one just packed is warm now
         a = ContextPacker(cache=AnalysisCache())
-        packed = _timed(lambda: a.pack(QUERY, fresh, BUDGET, count, floor=floor, defer=True),
+        packed = _timed(lambda a=a, d=fresh: a.pack(QUERY, d, BUDGET, count, floor=floor,
+                                                     defer=True),
                         m["cold_after"], m["cold_after_cpu"])
         _timed(packed.settle, m["settle"], m["settle_cpu"])
         assert packed.tokens <= BUDGET

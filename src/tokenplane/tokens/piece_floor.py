@@ -21,7 +21,8 @@ These pieces are distinct, so the text takes at least (letter runs) + (digit pie
 (other runs not a letter's lead) tokens, about 0.8 of the count for English prose. Non-
 ASCII characters are classified with ``unicodedata`` (Python's table can be older than
 the tokenizer's: a character unassigned in it gives no floor), then the text is read as
-ASCII bytes (``bytes.translate`` and ``bytes.count``: no per-character Python).
+ASCII bytes: one ``bytes.translate`` to classes, then the runs found with numpy (no
+per-character Python; about 1/5 of the cost of counting).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tokenplane.tokens.ascii_bpe import ASCII_PATTERNS
 
@@ -78,15 +81,16 @@ class PieceFloor:
             if "\x00" in text:
                 return 0
         cls = b" " + text.encode("ascii").translate(_CLASSES)
-        letters = cls.count(b" a") + cls.count(b"0a") + cls.count(b"!a")
-        if self.digits_per_piece == 1:
-            digits = cls.count(b"0")
-        else:
-            digits = cls.count(b" 0") + cls.count(b"a0") + cls.count(b"!0")
-        led = cls.replace(b"!a", b"a")  # a single other character leading letters
-        others = led.count(b" !") + led.count(b"a!") + led.count(b"0!")
-        return letters + digits + others
-
+        arr = np.frombuffer(cls, np.uint8)
+        at = np.flatnonzero(arr[1:] != arr[:-1]) + 1  # where each run starts
+        starts = arr[at]
+        runs = len(starts) - int(np.count_nonzero(starts == _SPACE[0]))
+        if self.digits_per_piece == 1:  # every digit a piece of its own
+            runs += cls.count(_DIGIT) - int(np.count_nonzero(starts == _DIGIT[0]))
+        # a single other character right before a letter may lead the letter's piece
+        led = int(np.count_nonzero((starts[:-1] == _OTHER[0]) & (starts[1:] == _LETTER[0])
+                                   & (at[1:] - at[:-1] == 1)))
+        return runs - led
 
 def piece_floor(pattern: str | None, nfc: bool = False) -> PieceFloor | None:
     """The floor for a tiktoken pattern of ``ASCII_PATTERNS`` (None for others)."""
