@@ -95,7 +95,7 @@ def _timed(fn: Callable[[], Any], wall: list[float], cpu: list[float]) -> Any:
 
 def run(spec: str, n: int, scores: bool, before_cls: Any) -> dict[str, float]:
     tok = TokenizerRegistry().get(spec)
-    floor: Callable[[str], int] = getattr(tok, "token_floor", lambda t: 0)
+    piece: Callable[[str], int] = getattr(tok, "token_floor", lambda t: 0)
     texts = chunks(tok, 400, 50)
 
     def docs_for(prefix: str) -> list[Document]:
@@ -106,6 +106,10 @@ def run(spec: str, n: int, scores: bool, before_cls: Any) -> dict[str, float]:
 
     def count(t: str) -> int:
         return cache.count(tok, t)
+
+    def floor(t: str) -> int:  # as ModelCounters.floor_text: the cached count, else
+        known = cache.peek(tok, t)
+        return known if known is not None else piece(t)
 
     warm_docs = docs_for("")
     after, before = ContextPacker(), before_cls() if before_cls else None

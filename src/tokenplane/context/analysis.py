@@ -52,16 +52,29 @@ class AnalysisCache:
     def __init__(self, max_entries: int = DEFAULT_ENTRIES) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, Analysis] = OrderedDict()
+        self._units: OrderedDict[str, IntArray] = OrderedDict()  # texts only ranked
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def units(self, text: str) -> IntArray:
-        """The unit hashes of ``text``: its cached analysis's, else worked out (and not
-        stored: a text only ranked is not analysed)."""
+        """The unit hashes of ``text``: its cached analysis's, else those kept for a text
+        only ranked before, else worked out (and kept: a text only ranked is not
+        analysed)."""
         with self._lock:
             found = self._entries.get(text)
-        return found.units if found is not None else unit_hashes(text)
+            if found is not None:
+                return found.units
+            hashes = self._units.get(text)
+            if hashes is not None:
+                self._units.move_to_end(text)
+                return hashes
+        hashes = unit_hashes(text)
+        with self._lock:
+            self._units[text] = hashes
+            while len(self._units) > self.max_entries:
+                self._units.popitem(last=False)
+        return hashes
 
     def get(self, text: str) -> Analysis:
         with self._lock:

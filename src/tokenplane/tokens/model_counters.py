@@ -244,11 +244,16 @@ class ModelCounters:
 
     def floor_text(self, model: ModelConfig, text: str) -> int:
         """The fewest tokens ``text`` can take for ``model``, without tokenizing it
-        (never above :meth:`count_text`): the tokenizer's ``token_floor`` where it has
-        one (``TiktokenTokenizer``, ``tokens/piece_floor.py``), else 0."""
+        (never above :meth:`count_text`): the count itself when the segment cache holds
+        it, else the tokenizer's ``token_floor`` where it has one (``TiktokenTokenizer``,
+        ``tokens/piece_floor.py``), else 0."""
         if model.alias in self._estimated:
             return 0
-        floor = getattr(self._by_alias[model.alias].template.tokenizer, "token_floor", None)
+        tok = self._by_alias[model.alias].template.tokenizer
+        known = self.cache.peek(tok, text)
+        if known is not None:
+            return known
+        floor = getattr(tok, "token_floor", None)
         return int(floor(text)) if floor is not None else 0
 
     def count_text(self, model: ModelConfig, text: str) -> int:
