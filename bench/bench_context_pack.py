@@ -9,7 +9,8 @@ gateway's per-alias counter: tokenizer + segment cache):
 
 Before and after, alternating call by call in one run (the box is shared and noisy):
 
-- before: the packer as of ``--before-ref`` (default ``main``, read with ``git show``):
+- before: the packer as of ``--before-ref`` (default: the commit before it counted
+  lazily, read with ``git show``):
   every document counted and analysed up front;
 - after (decision): ``pack(floor=..., defer=True)`` as the chat path calls it: only
   the documents the decision needs are counted and analysed; what the request waits
@@ -50,6 +51,8 @@ from tokenplane.tokens.segments import SegmentCache
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "How does admission reserve tokens and settle budgets when a stream ends early?"
 BUDGET = 4000
+# the packer before it counted lazily (issue 16's cold path): the merge of i16-context
+BEFORE_REF = "1a3e3fd"
 
 
 def chunks(tok: Tokenizer, size: int, count: int) -> list[str]:
@@ -183,7 +186,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--tokenizer", action="append")
-    ap.add_argument("--before-ref", default="main")
+    ap.add_argument("--before-ref", default=BEFORE_REF)
     args = ap.parse_args()
     specs = args.tokenizer or ["tiktoken:cl100k_base", "qwen:qwen2.5-72b-instruct"]
     before_cls = before_packer(args.before_ref)

@@ -1,9 +1,14 @@
 """Packing retrieved documents into a token budget (docs/CONTEXT.md).
 
 ``ContextPacker().pack(query, documents, budget, count)`` with ``count`` the model's
-exact token count of a text:
+exact token count of a text. Only what the decision needs is counted and analysed
+(docs/CONTEXT.md, "Counting only what the decision needs"): a document is counted when
+it could fit (a ``floor`` under its count, when given, can show it cannot) and analysed
+for duplicates when it would be kept or cut; the rest of the accounting (the other
+documents' counts, the passed-over ones' reasons) is done before returning, or with
+``defer=True`` by ``Packed.settle()``, with the same result:
 
-1. count every document (``offered``); an empty one is dropped (``empty``);
+1. an empty document is dropped (``empty``);
 2. rank: the given scores when every document has one (``rank: auto``), else the
    plugged-in :class:`Ranker` (an embedding model), else BM25 against ``query``
    (``context/bm25.py``); ties keep the given order;
