@@ -247,3 +247,20 @@ def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
     assert lazy.offered_tokens == full.offered_tokens == sum(tok.count(d.text) for d in docs)
     assert lazy.offered_tokens == lazy.kept_tokens + lazy.dropped_tokens
     assert "budget" in {d.reason for d in lazy.dropped}
+
+
+def test_bm25_reads_ascii_text_without_hashing_the_same_scores() -> None:
+    """ASCII texts are scored from their units' string (``bm25.ascii_terms``), others
+    from unit hashes: the scores are the same either way, and an empty last document
+    does not take the unit before it away (it did: ``reduceat`` was clamped)."""
+    from tokenplane.context.analysis import unit_hashes
+    from tokenplane.context.bm25 import bm25_scores
+
+    docs = ["Budgets are reserved, then settled. Budgets!", "网关 预算 budget settled",
+            "it's the stream that ends", "settled budgets", ""]
+    query = "How are budgets settled? 预算"
+    by_terms = bm25_scores([AnalysisCache().terms(d) for d in docs], query)
+    by_hashes = bm25_scores([unit_hashes(d) for d in docs], query)
+    assert by_terms == by_hashes and by_terms[4] == 0.0
+    with_empty = bm25_scores([unit_hashes(d) for d in ["budgets", "settled", ""]], "settled")
+    assert with_empty[1] > 0  # the last unit before an empty document counts

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.context.bm25 import Terms, ascii_terms
 from tokenplane.context.minhash import U64Array, shingle_hashes, signature
 from tokenplane.context.text import units
 
@@ -52,29 +53,31 @@ class AnalysisCache:
     def __init__(self, max_entries: int = DEFAULT_ENTRIES) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, Analysis] = OrderedDict()
-        self._units: OrderedDict[str, IntArray] = OrderedDict()  # texts only ranked
+        self._terms: OrderedDict[str, Terms] = OrderedDict()  # texts only ranked
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def units(self, text: str) -> IntArray:
-        """The unit hashes of ``text``: its cached analysis's, else those kept for a text
-        only ranked before, else worked out (and kept: a text only ranked is not
-        analysed)."""
+    def terms(self, text: str) -> Terms:
+        """What BM25 reads of ``text`` (``bm25.bm25_scores``): its cached analysis's unit
+        hashes, else what was kept for a text only ranked before, else worked out (and
+        kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` for
+        ASCII text (no hashing)."""
         with self._lock:
             found = self._entries.get(text)
             if found is not None:
                 return found.units
-            hashes = self._units.get(text)
-            if hashes is not None:
-                self._units.move_to_end(text)
-                return hashes
-        hashes = unit_hashes(text)
+            terms = self._terms.get(text)
+            if terms is not None:
+                self._terms.move_to_end(text)
+                return terms
+        made = ascii_terms(text)
+        terms = made if made is not None else unit_hashes(text)
         with self._lock:
-            self._units[text] = hashes
-            while len(self._units) > self.max_entries:
-                self._units.popitem(last=False)
-        return hashes
+            self._terms[text] = terms
+            while len(self._terms) > self.max_entries:
+                self._terms.popitem(last=False)
+        return terms
 
     def get(self, text: str) -> Analysis:
         with self._lock:

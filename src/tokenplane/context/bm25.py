@@ -32,36 +32,63 @@ def _tf(values: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
     eq = values[None, :] == keys[:, None]
     if mask is not None:
         eq &= mask[None, :]
-    if not len(values):
-        return np.zeros((len(keys), len(starts)))
-    counts = np.add.reduceat(eq.astype(np.int32), np.minimum(starts, len(values) - 1), axis=1)
-    counts[:, lengths == 0] = 0  # reduceat gives an empty slice its first element
-    return counts.astype(np.float64)
+    counts = np.zeros((len(keys), len(starts)))
+    # documents with a position in ``values`` (an empty one's start is the next one's,
+    # or the end; so is that of a last one-unit document among pairs)
+    full = (lengths > 0) & (starts < len(values))
+    if full.any():
+        counts[:, full] = np.add.reduceat(eq.astype(np.int32), starts[full], axis=1)
+    return counts
 
 
-def bm25_scores(docs: Sequence[npt.NDArray[np.int64]], query: str) -> list[float]:
-    """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)."""
+def ascii_terms(text: str) -> str | None:
+    """An ASCII text's units as one string, each between two spaces on either side
+    (``"  a  b  "``): the occurrences of unit ``u`` are exactly the non-overlapping
+    matches of ``" u "`` (``str.count``, no hashing); None for other text."""
+    if not text.isascii():
+        return None
+    us = units(text)
+    return "  " + "  ".join(us) + "  " if us else "  "
+
+
+Terms = npt.NDArray[np.int64] | str
+
+
+def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
+    """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)
+    or, for ASCII texts, as :func:`ascii_terms` (the same scores: an ASCII text holds
+    no Chinese or Japanese character, so no bigram either)."""
     n = len(docs)
     qs = units(query)
     if n == 0 or not qs:
         return [0.0] * n
-    uni = sorted({hash(u) for u in qs})
+    keyed = sorted({(hash(u), u) for u in qs})  # (the rows in the order of their hashes)
+    uni = [h for h, _ in keyed]
     q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
     cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
     bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
-    lengths = np.fromiter((len(d) for d in docs), np.float64, n)
+    lengths = np.fromiter((d.count("  ") - 1 if isinstance(d, str) else len(d) for d in docs),
+                          np.float64, n)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
-    flat = np.concatenate(docs)
-    starts = np.zeros(n, np.int64)
-    np.cumsum(lengths[:-1].astype(np.int64), out=starts[1:])
-    tf = _tf(flat, starts, lengths, np.asarray(uni, np.int64))
-    if bi and len(flat) > 1:
-        same = np.ones(len(flat) - 1, bool)  # a pair within one document
-        ends = (starts + lengths.astype(np.int64))[:-1] - 1
-        same[ends[(ends >= 0) & (ends < len(same))]] = False
-        tf = np.concatenate([tf, _tf(_pairs(flat), starts, lengths,
-                                     np.asarray(bi, np.int64), same)])
+    tf = np.zeros((len(uni) + len(bi), n))
+    hashed = [j for j, d in enumerate(docs) if not isinstance(d, str)]
+    for j, d in enumerate(docs):
+        if isinstance(d, str):
+            tf[:len(uni), j] = [d.count(f" {u} ") if u.isascii() else 0 for _, u in keyed]
+    if hashed:
+        arrays = [docs[j] for j in hashed]
+        sub = lengths[hashed]
+        flat = np.concatenate(arrays)
+        starts = np.zeros(len(hashed), np.int64)
+        np.cumsum(sub[:-1].astype(np.int64), out=starts[1:])
+        tf[:len(uni), hashed] = _tf(flat, starts, sub, np.asarray(uni, np.int64))
+        if bi and len(flat) > 1:
+            same = np.ones(len(flat) - 1, bool)  # a pair within one document
+            ends = (starts + sub.astype(np.int64))[:-1] - 1
+            same[ends[(ends >= 0) & (ends < len(same))]] = False
+            tf[len(uni):, hashed] = _tf(_pairs(flat), starts, sub,
+                                        np.asarray(bi, np.int64), same)
     df = (tf > 0).sum(axis=1)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     scores = (idf[:, None] * tf * (K1 + 1) / (tf + norm[None, :])).sum(axis=0)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenplane.context.analysis import Analysis, AnalysisCache
-from tokenplane.context.bm25 import bm25_scores
+from tokenplane.context.bm25 import Terms, bm25_scores
 from tokenplane.context.documents import (
     Document,
     Dropped,
@@ -112,7 +112,7 @@ class ContextPacker:
     def rank(self, query: str, documents: Sequence[Document],
              analyses: list[Analysis] | None, options: PackOptions) -> list[int]:
         """Document indices, most relevant first (stable). BM25 reads only the unit
-        hashes (``analyses``' when given, else worked out from the texts)."""
+        statistics (``analyses``' unit hashes when given, else ``AnalysisCache.terms``)."""
         n = len(documents)
         if options.rank == "scores" or (options.rank == "auto" and has_all_scores(documents)):
             if not has_all_scores(documents):
@@ -121,9 +121,9 @@ class ContextPacker:
         elif options.rank == "auto" and self.ranker is not None:
             scores = self.ranker.scores(query, [d.text for d in documents])
         else:
-            units = [a.units for a in analyses] if analyses is not None \
-                else [self.cache.units(d.text) for d in documents]
-            scores = bm25_scores(units, query)
+            terms: list[Terms] = [a.units for a in analyses] if analyses is not None \
+                else [self.cache.terms(d.text) for d in documents]
+            scores = bm25_scores(terms, query)
         return sorted(range(n), key=lambda i: (-scores[i], i))
 
     def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
