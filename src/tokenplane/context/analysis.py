@@ -61,8 +61,8 @@ class AnalysisCache:
     def terms(self, text: str) -> Terms:
         """What BM25 reads of ``text`` (``bm25.bm25_scores``): its cached analysis's unit
         hashes, else what was kept for a text only ranked before, else worked out (and
-        kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` for
-        ASCII text (no hashing)."""
+        kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` (its
+        units counted) for ASCII text."""
         with self._lock:
             found = self._entries.get(text)
             if found is not None:

@@ -15,6 +15,7 @@ import re
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 UNIT_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
 _CJK_RE = re.compile(f"[{_CJK}]")
+_WORD_RE = re.compile(r"[^\W_]+")  # UNIT_RE on text holding no _CJK character
 
 # a sentence ends with . ! ? ; … (and their full-width forms), closing quotes or
 # brackets may follow; Latin ends need whitespace after them, CJK ends do not
@@ -35,7 +36,10 @@ def units(text: str) -> list[str]:
     then ``str.split``: 20-50 times faster than the regular expression)."""
     if text.isascii():
         return text.encode("ascii").translate(_ASCII_UNITS).decode("ascii").split()
-    return UNIT_RE.findall(text.lower())
+    low = text.lower()
+    if _CJK_RE.search(low) is None:  # no Chinese or Japanese: the simpler expression
+        return _WORD_RE.findall(low)
+    return UNIT_RE.findall(low)
 
 
 def is_cjk(unit: str) -> bool:
