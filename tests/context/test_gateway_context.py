@@ -7,6 +7,7 @@ the window less the reservation, the fallback alias, and 4xx on bad input."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import openai
 import pytest
 
 from tests.gateway.harness import GatewayThread
-from tokenplane.context.documents import PackOptions
+from tokenplane.context.documents import Packed, PackOptions
 from tokenplane.context.packer import ContextPacker
 from tokenplane.context.trim import trim_history
 from tokenplane.context.wire import documents as to_documents
@@ -357,3 +358,58 @@ def test_many_documents_are_packed_off_the_loop(gw: GatewayThread) -> None:
             QUESTION[1]]
     assert resp.usage is not None and resp.usage.prompt_tokens == _prompt(gw, "rag", sent)
     c.close()
+
+
+def test_deferred_accounting_lands_in_the_ledger_exactly(
+        gw: GatewayThread, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat path packs with ``defer``: the documents the decision never counted
+    (their word floor alone cannot fit) are counted on a worker thread after it; the
+    answer's body and the ledger (non-stream and stream) carry their exact tokens and
+    reasons, the same as packing them all up front. A stream starts while that count
+    is still held back; its ledger row waits for it."""
+    docs = [*DOCS[:4], *({"id": f"long{i}", "text": f"Part {i}. "
+                          + "Filler sentence about nothing in particular. " * (60 + i)}
+                         for i in range(4))]
+    budget = 150
+    tok = gw.gateway.counters.tokenizer("rag")
+    query = QUESTION[-1]["content"]
+    exact = sum(tok.count(d["text"]) for d in docs)
+    lazy = ContextPacker().pack(query, to_documents(docs), budget, tok.count,
+                                floor=tok.token_floor, defer=True)  # type: ignore[attr-defined]
+    assert not lazy.settled and lazy.offered_tokens < exact  # the decision skipped some
+    full = ContextPacker().pack(query, to_documents(docs), budget, tok.count)
+    assert full.offered_tokens == exact
+    c = _client(gw)
+    ctx = {"tokenplane": {"context": {"documents": docs, "budget_tokens": budget}}}
+    resp = c.chat.completions.create(model="rag", messages=QUESTION,  # type: ignore[arg-type]
+                                     max_tokens=3, extra_body=ctx)
+    ext = (resp.model_extra or {})["tokenplane"]["context"]
+    assert ext["citations"] == full.citations and ext["tokens"] == full.tokens
+    assert ext["offered_tokens"] == exact and ext["dropped_tokens"] == full.dropped_tokens
+    assert ext["dropped"] == [{"id": d.id, "reason": d.reason, "tokens": d.tokens,
+                               **({"duplicate_of": d.of} if d.of else {})}
+                              for d in full.dropped]
+    gate = threading.Event()
+    settle = Packed.settle
+
+    def held(self: Packed) -> Packed:
+        assert gate.wait(30)
+        return settle(self)
+
+    monkeypatch.setattr(Packed, "settle", held)
+    with c.chat.completions.with_streaming_response.create(
+            model="rag", messages=QUESTION, max_tokens=3, stream=True,  # type: ignore[arg-type]
+            extra_body=ctx) as s:
+        lines = s.iter_lines()
+        assert next(lines).startswith("data: {")  # streaming while the count waits
+        gate.set()  # (the ledger row, recorded before [DONE], waits for it)
+        assert "data: [DONE]" in list(lines)
+    c.close()
+    gw.stop()
+    rows = sorted(gw.ledger_rows(), key=lambda r: r["arrival_ts"])
+    assert len(rows) == 2 and [r["stream"] for r in rows] == [0, 1]
+    for row in rows:
+        assert row["context_offered_tokens"] == exact
+        assert row["context_kept_tokens"] == full.kept_tokens
+        assert row["context_dropped_tokens"] == full.dropped_tokens == exact - full.kept_tokens
+        assert json.loads(row["context_dropped"]) == full.dropped_by_reason()

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tokenplane.context.analysis import AnalysisCache
 from tokenplane.context.documents import Document, PackOptions
 from tokenplane.context.packer import ContextPacker
 from tokenplane.tokens.base import Tokenizer
@@ -216,3 +217,50 @@ def test_scores_on_some_documents_only_fall_back_to_bm25(tokenizers: dict[str, T
     assert packed.kept[0].id == "b"
     with pytest.raises(ValueError, match="score"):
         ContextPacker().pack("", docs, 10_000, tok.count, PackOptions(rank="scores"))
+
+
+def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
+    """With a floor, documents that cannot fit are not counted (nor analysed) by the
+    decision; ``settle`` completes the accounting to exactly the undeferred result."""
+
+    tok = TokenizerRegistry().get("tiktoken:cl100k_base")
+    body = "The gateway reserves tokens before it runs and settles them after. "
+    docs = [Document(f"d{i}", f"Document {i} says: " + body * (3 + i % 4)) for i in range(30)]
+    docs.append(Document("copy", docs[0].text))
+    counted: list[str] = []
+
+    def count(t: str) -> int:
+        counted.append(t)
+        return tok.count(t)
+
+    full = ContextPacker().pack("How are tokens reserved?", docs, 300, tok.count)
+    cache = AnalysisCache()
+    lazy = ContextPacker(cache=cache).pack("How are tokens reserved?", docs, 300, count,
+                                           floor=tok.token_floor, defer=True)
+    texts = {d.text for d in docs}
+    assert not lazy.settled and len(texts & set(counted)) < len(texts) // 2
+    assert cache.misses < len(docs) // 2  # only the documents considered were analysed
+    assert lazy.text == full.text and lazy.tokens == full.tokens <= 300
+    assert lazy.kept == full.kept and lazy.citations == full.citations
+    lazy.settle()
+    assert lazy.settled and lazy.dropped == full.dropped
+    assert lazy.offered_tokens == full.offered_tokens == sum(tok.count(d.text) for d in docs)
+    assert lazy.offered_tokens == lazy.kept_tokens + lazy.dropped_tokens
+    assert "budget" in {d.reason for d in lazy.dropped}
+
+
+def test_bm25_reads_ascii_text_without_hashing_the_same_scores() -> None:
+    """ASCII texts are scored from their units' string (``bm25.ascii_terms``), others
+    from unit hashes: the scores are the same either way, and an empty last document
+    does not take the unit before it away (it did: ``reduceat`` was clamped)."""
+    from tokenplane.context.analysis import unit_hashes
+    from tokenplane.context.bm25 import bm25_scores
+
+    docs = ["Budgets are reserved, then settled. Budgets!", "网关 预算 budget settled",
+            "it's the stream that ends", "settled budgets", ""]
+    query = "How are budgets settled? 预算"
+    by_terms = bm25_scores([AnalysisCache().terms(d) for d in docs], query)
+    by_hashes = bm25_scores([unit_hashes(d) for d in docs], query)
+    assert by_terms == by_hashes and by_terms[4] == 0.0
+    with_empty = bm25_scores([unit_hashes(d) for d in ["budgets", "settled", ""]], "settled")
+    assert with_empty[1] > 0  # the last unit before an empty document counts

@@ -82,6 +82,8 @@ class ContextRoutes:
         query = body.get("query")
         if query is None:
             query = user_turn(body.get("messages"))
+        # settled before answering (no ``defer``): the caller asked for the accounting,
+        # so every dropped document's tokens are exact in the answer
         packed = self.packer.pack(query, docs, body["budget_tokens"],
                                   lambda t: self.count_text(model, t), opts)
         return web.Response(body=orjson.dumps({"object": "context.pack", "model": alias,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.context.bm25 import Terms, ascii_terms
 from tokenplane.context.minhash import U64Array, shingle_hashes, signature
 from tokenplane.context.text import units
 
@@ -30,6 +31,12 @@ class Analysis:
     shingles: U64Array  # the distinct shingle hashes, sorted
     signature: U64Array  # the MinHash signature (``minhash.BINS`` minima)
     key: int  # equal for texts with equal units (the exact-duplicate key)
+
+
+def unit_hashes(text: str) -> IntArray:
+    """The hash of each unit of ``text``, in order (all BM25 reads)."""
+    us = units(text)
+    return np.fromiter(map(hash, us), np.int64, len(us))
 
 
 def analyse(text: str) -> Analysis:
@@ -46,9 +53,31 @@ class AnalysisCache:
     def __init__(self, max_entries: int = DEFAULT_ENTRIES) -> None:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, Analysis] = OrderedDict()
+        self._terms: OrderedDict[str, Terms] = OrderedDict()  # texts only ranked
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+
+    def terms(self, text: str) -> Terms:
+        """What BM25 reads of ``text`` (``bm25.bm25_scores``): its cached analysis's unit
+        hashes, else what was kept for a text only ranked before, else worked out (and
+        kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` (its
+        units counted) for ASCII text."""
+        with self._lock:
+            found = self._entries.get(text)
+            if found is not None:
+                return found.units
+            terms = self._terms.get(text)
+            if terms is not None:
+                self._terms.move_to_end(text)
+                return terms
+        made = ascii_terms(text)
+        terms = made if made is not None else unit_hashes(text)
+        with self._lock:
+            self._terms[text] = terms
+            while len(self._terms) > self.max_entries:
+                self._terms.popitem(last=False)
+        return terms
 
     def get(self, text: str) -> Analysis:
         with self._lock:

@@ -6,6 +6,7 @@ question counts as a word and not only as two common characters."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,36 +33,65 @@ def _tf(values: npt.NDArray[np.int64], starts: npt.NDArray[np.int64],
     eq = values[None, :] == keys[:, None]
     if mask is not None:
         eq &= mask[None, :]
-    if not len(values):
-        return np.zeros((len(keys), len(starts)))
-    counts = np.add.reduceat(eq.astype(np.int32), np.minimum(starts, len(values) - 1), axis=1)
-    counts[:, lengths == 0] = 0  # reduceat gives an empty slice its first element
-    return counts.astype(np.float64)
+    counts = np.zeros((len(keys), len(starts)))
+    # documents with a position in ``values`` (an empty one's start is the next one's,
+    # or the end; so is that of a last one-unit document among pairs)
+    full = (lengths > 0) & (starts < len(values))
+    if full.any():
+        counts[:, full] = np.add.reduceat(eq.astype(np.int32), starts[full], axis=1)
+    return counts
 
 
-def bm25_scores(docs: Sequence[npt.NDArray[np.int64]], query: str) -> list[float]:
-    """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)."""
+def ascii_terms(text: str) -> Counter[str] | None:
+    """An ASCII text's units counted (``Counter``: C speed, no hashing to numpy);
+    None for other text."""
+    if not text.isascii():
+        return None
+    return Counter(units(text))
+
+
+Terms = npt.NDArray[np.int64] | Counter[str]
+
+
+def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
+    """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)
+    or, for ASCII texts, as :func:`ascii_terms` (the same scores, collisions of 64-bit
+    hashes aside: an ASCII text holds no Chinese or Japanese character, so no bigram
+    either)."""
     n = len(docs)
     qs = units(query)
     if n == 0 or not qs:
         return [0.0] * n
-    uni = sorted({hash(u) for u in qs})
+    keyed = sorted({(hash(u), u) for u in qs})  # (the rows in the order of their hashes)
+    uni = [h for h, _ in keyed]
     q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
     cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
     bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
-    lengths = np.fromiter((len(d) for d in docs), np.float64, n)
+    lengths = np.fromiter((d.total() if isinstance(d, Counter) else len(d) for d in docs),
+                          np.float64, n)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
-    flat = np.concatenate(docs)
-    starts = np.zeros(n, np.int64)
-    np.cumsum(lengths[:-1].astype(np.int64), out=starts[1:])
-    tf = _tf(flat, starts, lengths, np.asarray(uni, np.int64))
-    if bi and len(flat) > 1:
-        same = np.ones(len(flat) - 1, bool)  # a pair within one document
-        ends = (starts + lengths.astype(np.int64))[:-1] - 1
-        same[ends[(ends >= 0) & (ends < len(same))]] = False
-        tf = np.concatenate([tf, _tf(_pairs(flat), starts, lengths,
-                                     np.asarray(bi, np.int64), same)])
+    tf = np.zeros((len(uni) + len(bi), n))
+    hashed: list[int] = []
+    arrays: list[npt.NDArray[np.int64]] = []
+    for j, d in enumerate(docs):
+        if isinstance(d, Counter):
+            tf[:len(uni), j] = [d[u] for _, u in keyed]
+        else:
+            hashed.append(j)
+            arrays.append(d)
+    if hashed:
+        sub = lengths[hashed]
+        flat: npt.NDArray[np.int64] = np.concatenate(arrays)
+        starts = np.zeros(len(hashed), np.int64)
+        np.cumsum(sub[:-1].astype(np.int64), out=starts[1:])
+        tf[:len(uni), hashed] = _tf(flat, starts, sub, np.asarray(uni, np.int64))
+        if bi and len(flat) > 1:
+            same = np.ones(len(flat) - 1, bool)  # a pair within one document
+            ends = (starts + sub.astype(np.int64))[:-1] - 1
+            same[ends[(ends >= 0) & (ends < len(same))]] = False
+            tf[len(uni):, hashed] = _tf(_pairs(flat), starts, sub,
+                                        np.asarray(bi, np.int64), same)
     df = (tf > 0).sum(axis=1)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
     scores = (idf[:, None] * tf * (K1 + 1) / (tf + norm[None, :])).sum(axis=0)

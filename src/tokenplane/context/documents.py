@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -84,6 +86,30 @@ class Packed:
     kept: list[Kept] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     offered_tokens: int = 0
+    # the accounting the packing decision did not need (``ContextPacker.pack(defer=
+    # True)``): the passed-over documents' drops and the tokens of those not counted
+    deferred: Callable[[], tuple[list[Dropped], int]] | None = field(
+        default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False,
+                                  compare=False)
+
+    @property
+    def settled(self) -> bool:
+        """Whether ``dropped`` and ``offered_tokens`` are complete (``kept``, ``text``,
+        ``tokens`` and ``citations`` always are)."""
+        return self.deferred is None
+
+    def settle(self) -> Packed:
+        """Completes the accounting: counts the documents the decision never needed
+        and adds their drops (once; safe to call from several threads)."""
+        with self._lock:
+            work = self.deferred
+            if work is not None:
+                more, tokens = work()
+                self.dropped = sorted(self.dropped + more, key=lambda d: d.index)
+                self.offered_tokens += tokens
+                self.deferred = None
+        return self
 
     @property
     def kept_tokens(self) -> int:

@@ -1,9 +1,14 @@
 """Packing retrieved documents into a token budget (docs/CONTEXT.md).
 
 ``ContextPacker().pack(query, documents, budget, count)`` with ``count`` the model's
-exact token count of a text:
+exact token count of a text. Only what the decision needs is counted and analysed
+(docs/CONTEXT.md, "Counting only what the decision needs"): a document is counted when
+it could fit (a ``floor`` under its count, when given, can show it cannot) and analysed
+for duplicates when it would be kept or cut; the rest of the accounting (the other
+documents' counts, the passed-over ones' reasons) is done before returning, or with
+``defer=True`` by ``Packed.settle()``, with the same result:
 
-1. count every document (``offered``); an empty one is dropped (``empty``);
+1. an empty document is dropped (``empty``);
 2. rank: the given scores when every document has one (``rank: auto``), else the
    plugged-in :class:`Ranker` (an embedding model), else BM25 against ``query``
    (``context/bm25.py``); ties keep the given order;
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenplane.context.analysis import Analysis, AnalysisCache
-from tokenplane.context.bm25 import bm25_scores
+from tokenplane.context.bm25 import Terms, bm25_scores
 from tokenplane.context.documents import (
     Document,
     Dropped,
@@ -41,7 +46,7 @@ from tokenplane.context.documents import (
     Ranker,
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
-from tokenplane.context.text import sentence_ends
+from tokenplane.context.text import first_sentence_end, sentence_ends
 
 Count = Callable[[str], int]
 SEPARATOR = "\n\n"
@@ -104,9 +109,10 @@ class ContextPacker:
         self.ranker = ranker
         self.cache = cache if cache is not None else AnalysisCache()
 
-    def rank(self, query: str, documents: Sequence[Document], analyses: list[Analysis],
-             options: PackOptions) -> list[int]:
-        """Document indices, most relevant first (stable)."""
+    def rank(self, query: str, documents: Sequence[Document],
+             analyses: list[Analysis] | None, options: PackOptions) -> list[int]:
+        """Document indices, most relevant first (stable). BM25 reads only the unit
+        statistics (``analyses``' unit hashes when given, else ``AnalysisCache.terms``)."""
         n = len(documents)
         if options.rank == "scores" or (options.rank == "auto" and has_all_scores(documents)):
             if not has_all_scores(documents):
@@ -115,16 +121,37 @@ class ContextPacker:
         elif options.rank == "auto" and self.ranker is not None:
             scores = self.ranker.scores(query, [d.text for d in documents])
         else:
-            scores = bm25_scores([a.units for a in analyses], query)
+            terms: list[Terms] = [a.units for a in analyses] if analyses is not None \
+                else [self.cache.terms(d.text) for d in documents]
+            scores = bm25_scores(terms, query)
         return sorted(range(n), key=lambda i: (-scores[i], i))
 
     def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
-             options: PackOptions = DEFAULT_OPTIONS) -> Packed:
+             options: PackOptions = DEFAULT_OPTIONS, floor: Count | None = None,
+             defer: bool = False) -> Packed:
+        """Packs ``documents``; ``floor``: a lower bound of ``count`` that costs no
+        tokenizing (a document whose floor cannot fit is passed over uncounted).
+        ``defer``: the documents the decision did not need are counted (and the reason
+        they were dropped, ``duplicate`` or ``budget``, worked out) only by
+        ``Packed.settle()``; else before returning."""
         docs = list(documents)
-        counts = [count(d.text) for d in docs]
-        offered = sum(counts)
-        an = [self.cache.get(d.text) for d in docs]
-        order = self.rank(query, docs, an, options)
+        counts: list[int | None] = [None] * len(docs)
+        analyses: list[Analysis | None] = [None] * len(docs)
+        cache = self.cache
+
+        def tokens(i: int) -> int:
+            n = counts[i]
+            if n is None:
+                n = counts[i] = count(docs[i].text)
+            return n
+
+        def an(i: int) -> Analysis:
+            a = analyses[i]
+            if a is None:
+                a = analyses[i] = cache.get(docs[i].text)
+            return a
+
+        order = self.rank(query, docs, None, options)
         rank_of = {i: r for r, i in enumerate(order)}
         threshold = options.near_duplicate_threshold
         kept_sigs = _KeptSignatures(len(docs))
@@ -147,18 +174,18 @@ class ContextPacker:
 
         def duplicates(ixs: list[int]) -> list[Dropped | None]:
             """Whether each of ``ixs`` repeats a kept document (and which)."""
-            if not options.dedup or not chosen:
+            if not options.dedup or not by_key:
                 return [None] * len(ixs)
-            near = kept_sigs.near([an[i] for i in ixs], threshold - MARGIN)
+            near = kept_sigs.near([an(i) for i in ixs], threshold - MARGIN)
             out: list[Dropped | None] = []
             for i, candidates in zip(ixs, near, strict=True):
-                j = by_key.get(an[i].key)
+                j = by_key.get(an(i).key)
                 if j is not None:
-                    out.append(Dropped(docs[i].id, i, "duplicate", counts[i], docs[j].id))
+                    out.append(Dropped(docs[i].id, i, "duplicate", tokens(i), docs[j].id))
                     continue
-                out.append(next((Dropped(docs[i].id, i, "near_duplicate", counts[i],
+                out.append(next((Dropped(docs[i].id, i, "near_duplicate", tokens(i),
                                          docs[j].id) for j in candidates
-                                 if jaccard(an[i].shingles, an[j].shingles) >= threshold),
+                                 if jaccard(an(i).shingles, an(j).shingles) >= threshold),
                                 None))
             return out
 
@@ -166,10 +193,17 @@ class ContextPacker:
             return duplicates([i])[0]
 
         for r, i in enumerate(order):
-            if not len(an[i].units) and not docs[i].text.strip():
-                dropped.append(Dropped(docs[i].id, i, "empty", counts[i]))
+            text = docs[i].text
+            if not text.strip():  # (no units either)
+                dropped.append(Dropped(docs[i].id, i, "empty", tokens(i)))
                 continue
-            need = counts[i] + cost(i) + (0 if chosen or not header else sep_cost)
+            extra = cost(i) + (0 if chosen or not header else sep_cost)
+            room = budget - used - extra
+            # (a floor is at most the text's length: no use calling it on a short one)
+            if room < 0 or (floor is not None and len(text) > room and floor(text) > room):
+                passed.append(i)  # cannot fit: not counted (unless it is cut below)
+                continue
+            need = tokens(i) + extra
             if used + need > budget:
                 passed.append(i)  # its duplicates are looked for below, all at once
                 continue
@@ -177,55 +211,78 @@ class ContextPacker:
             if dup is not None:
                 dropped.append(dup)
                 continue
-            chosen.append(_Chosen(i, r, docs[i].text, counts[i]))
-            by_key.setdefault(an[i].key, i)
-            kept_sigs.add(i, an[i])
+            chosen.append(_Chosen(i, r, text, tokens(i)))
+            by_key.setdefault(an(i).key, i)
+            kept_sigs.add(i, an(i))
             used += need
         cut: int | None = None
         if options.truncate and passed:
-            cut = self._cut(docs, counts, passed, chosen, duplicate_of, budget - used,
-                            cost, sep_cost if header and not chosen else 0, count, rank_of)
+            cut = self._cut(docs, tokens, passed, chosen, duplicate_of, budget - used,
+                            cost, sep_cost if header and not chosen else 0, count, rank_of,
+                            floor)
             if cut is not None:
-                by_key.setdefault(an[cut].key, cut)
-                kept_sigs.add(cut, an[cut])
+                by_key.setdefault(an(cut).key, cut)
+                kept_sigs.add(cut, an(cut))
         rest = [i for i in passed if i != cut]
-        for i, dup in zip(rest, duplicates(rest), strict=True):
-            dropped.append(dup if dup is not None
-                           else Dropped(docs[i].id, i, "budget", counts[i]))
-        return self._lay_out(docs, counts, chosen, dropped, header, budget, count, options,
-                             offered)
 
-    def _cut(self, docs: list[Document], counts: list[int], passed: list[int],
+        def settle() -> tuple[list[Dropped], int]:
+            """The passed-over documents, dropped as duplicates of a kept document
+            (looked for all at once) or for the budget, and the tokens of the documents
+            not counted before."""
+            fresh = sum(tokens(i) for i, n in enumerate(counts) if n is None)
+            out = [dup if dup is not None else Dropped(docs[i].id, i, "budget", tokens(i))
+                   for i, dup in zip(rest, duplicates(rest), strict=True)]
+            return out, fresh
+
+        offered = sum(n for n in counts if n is not None)
+        packed = self._lay_out(docs, tokens, chosen, dropped, header, budget, count, options,
+                               offered)
+        packed.deferred = settle
+        if not defer:
+            packed.settle()
+        return packed
+
+    def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
-             rank_of: dict[int, int]) -> int | None:
-        """Cuts the best passed-over document after its last sentence that fits
-        ``room``; returns its index (None when none fits)."""
+             rank_of: dict[int, int], floor: Count | None) -> int | None:
+        """Cuts the best passed-over document (not a duplicate of one kept) after its
+        last sentence that fits ``room``; returns its index (None when none fits).
+        A prefix whose ``floor`` is over what is left is not counted (nor is a document
+        whose first sentence is, looked at for duplicates)."""
         for i in passed:
-            if duplicate_of(i) is not None:
-                continue
             left = room - cost(i) - lead
             if left <= 0:
+                if duplicate_of(i) is not None:
+                    continue
                 return None
             text = docs[i].text
-            ends = [e for e in sentence_ends(text) if e < len(text.rstrip())]
+            end = len(text.rstrip())
+            first = first_sentence_end(text)
+            if first is None or first >= end or (
+                    floor is not None and floor(text[:first].rstrip()) > left):
+                continue  # no sentence, or not even its first one fits: the next one
+            if duplicate_of(i) is not None:
+                continue
+            ends = [e for e in sentence_ends(text) if e < end]
             lo, hi, best = 0, len(ends) - 1, -1
             best_tokens = 0
             while lo <= hi:  # the longest prefix of whole sentences that fits
                 mid = (lo + hi) // 2
-                n = count(text[:ends[mid]].rstrip())
+                prefix = text[:ends[mid]].rstrip()
+                n = left + 1 if floor is not None and floor(prefix) > left else count(prefix)
                 if n <= left:
                     best, best_tokens, lo = mid, n, mid + 1
                 else:
                     hi = mid - 1
             if best < 0:
-                continue  # not even its first sentence fits: try the next one
+                continue
             prefix = text[:ends[best]].rstrip()
-            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, counts[i]), True))
+            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)), True))
             return i
         return None
 
-    def _lay_out(self, docs: list[Document], counts: list[int], chosen: list[_Chosen],
+    def _lay_out(self, docs: list[Document], tokens: Callable[[int], int], chosen: list[_Chosen],
                  dropped: list[Dropped], header: str, budget: int, count: Count,
                  options: PackOptions, offered: int) -> Packed:
         while True:
@@ -237,15 +294,15 @@ class ContextPacker:
             if pieces and header:
                 pieces.insert(0, header)
             text = SEPARATOR.join(pieces)
-            tokens = count(text) if text else 0
-            if tokens <= budget:
+            block = count(text) if text else 0
+            if block <= budget:
                 break
             # over by the joins: take out the cut document, else the lowest-ranked one
             out = next((c for c in chosen if c.truncated), None) \
                 or max(chosen, key=lambda c: c.rank)
             chosen.remove(out)
             dropped.append(Dropped(docs[out.index].id, out.index, "budget",
-                                   counts[out.index]))
+                                   tokens(out.index)))
         kept: list[Kept] = []
         citations: dict[str, str] = {}
         for m, c in enumerate(placed, 1):
@@ -253,6 +310,6 @@ class ContextPacker:
             kept.append(Kept(doc.id, m, c.index, c.tokens, c.truncated))
             citations[str(m)] = doc.id
             if c.truncated:
-                dropped.append(Dropped(doc.id, c.index, "truncated", counts[c.index] - c.tokens))
+                dropped.append(Dropped(doc.id, c.index, "truncated", tokens(c.index) - c.tokens))
         dropped.sort(key=lambda d: d.index)
-        return Packed(text, tokens, citations, kept, dropped, offered)
+        return Packed(text, block, citations, kept, dropped, offered)

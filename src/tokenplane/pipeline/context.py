@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -123,6 +124,9 @@ class RequestContext:
     early_count: EarlyCount | None = None  # a large prompt counted before the input guard
     # RAG context and overflow (pipeline/context_stage.py, pipeline/overflow.py)
     packed: Packed | None = None  # the documents packed into the prompt
+    # the packed documents' deferred accounting (Packed.settle on a worker thread);
+    # awaited before the answer's body and the ledger read it
+    settling: asyncio.Future[Any] | None = None
     pinned: frozenset[int] = frozenset()  # messages history trimming keeps
     overflow: OverflowUse | None = None  # what the overflow policy did
     reply_extra: dict[str, Any] | None = None  # added to a whole answer as "tokenplane"

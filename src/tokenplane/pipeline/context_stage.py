@@ -25,6 +25,7 @@ Neither object reaches the upstream.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -165,7 +166,8 @@ class ContextStage:
             budget = self._room(ctx, field, placement, requested)
             return budget, self.packer.pack(user_turn(ctx.body[field]), docs, budget,
                                             lambda t: self.counters.count_text(model, t),
-                                            opts)
+                                            opts, lambda t: self.counters.floor_text(model, t),
+                                            defer=True)
 
         if self.offload is not None and len(ctx.raw) >= OFFLOAD_BYTES:
             # many documents: counted and analysed off the loop, in turn per tenant
@@ -186,6 +188,15 @@ class ContextStage:
             ctx.response_headers[CITATIONS_OMITTED] = str(omitted)
         if ctx.reply_extra is None:
             ctx.reply_extra = {}
+        # the documents the decision never needed are counted on a worker thread while
+        # the upstream answers; the body's object and the ledger wait for it
+        ctx.settling = asyncio.ensure_future(self._settle(ctx, packed, budget))
+
+    @staticmethod
+    async def _settle(ctx: RequestContext, packed: Packed, budget: int) -> None:
+        if not packed.settled:
+            await asyncio.get_running_loop().run_in_executor(None, packed.settle)
+        assert ctx.reply_extra is not None
         ctx.reply_extra["context"] = {
             "citations": packed.citations, "tokens": packed.tokens, "budget_tokens": budget,
             "kept": [k.id for k in packed.kept],

@@ -184,6 +184,8 @@ class MeterFinisher:
         )
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
+            if ctx.settling is not None:
+                await ctx.settling  # counted off the request's path (context_stage)
             context_fields(ctx, event)
         step = ctx.session
         if step is not None:

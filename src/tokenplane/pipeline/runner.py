@@ -85,6 +85,8 @@ class Pipeline:
             ctx.http_status = resp.status
             absorb_json(ctx, body)
             if ctx.reply_extra is not None and resp.status < 400:
+                if ctx.settling is not None:
+                    await ctx.settling  # the packed documents' accounting
                 body = with_extension(body, ctx.reply_extra)
             self._release(ctx)
             await self._finish(ctx)

@@ -242,6 +242,20 @@ class ModelCounters:
         if alias in self._estimated and features:
             self.estimator.observe(alias, features, reported_prompt)
 
+    def floor_text(self, model: ModelConfig, text: str) -> int:
+        """The fewest tokens ``text`` can take for ``model``, without tokenizing it
+        (never above :meth:`count_text`): the count itself when the segment cache holds
+        it, else the tokenizer's ``token_floor`` where it has one (``TiktokenTokenizer``,
+        ``tokens/piece_floor.py``), else 0."""
+        if model.alias in self._estimated:
+            return 0
+        tok = self._by_alias[model.alias].template.tokenizer
+        known = self.cache.peek(tok, text)
+        if known is not None:
+            return known
+        floor = getattr(tok, "token_floor", None)
+        return int(floor(text)) if floor is not None else 0
+
     def count_text(self, model: ModelConfig, text: str) -> int:
         est = self._estimated.get(model.alias)
         if est is not None:

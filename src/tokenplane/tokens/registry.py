@@ -28,6 +28,7 @@ from typing import Any
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
+from tokenplane.tokens.piece_floor import piece_floor
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
 HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
@@ -75,6 +76,8 @@ class TiktokenTokenizer:
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
         self._floor: CharFloor | None = None
+        self._piece_floor = None if short else piece_floor(getattr(encoding, "_pat_str", None),
+                                                            nfc)
 
     def char_floor(self) -> CharFloor:
         """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
@@ -85,6 +88,18 @@ class TiktokenTokenizer:
                                                                  default=1))
             self._floor = CharFloor(longest, self._nfc)
         return self._floor
+
+    def token_floor(self, text: str) -> int:
+        """The fewest tokens ``text`` can take, from its pieces' shape, without
+        tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
+        listed there, or special-token text)."""
+        floor = self._piece_floor
+        if floor is None:
+            return 0
+        for h in self._heads:
+            if h in text:
+                return 0
+        return floor.tokens(text)
 
     def encode(self, text: str) -> list[int]:
         if self._nfc:

@@ -182,6 +182,15 @@ class SegmentCache:
             self.chars -= old.chars if isinstance(old, SegmentEntry) else len(key[1])
             self.evictions += 1
 
+    def peek(self, tokenizer: Tokenizer, text: str) -> int | None:
+        """The cached count of one text segment, or None (never tokenizes; no hit or
+        miss is recorded, the entry's place in the LRU is left as it is)."""
+        with self._lock:
+            found = self._entries.get((tokenizer.name, text))
+        if found is None:
+            return None
+        return found if isinstance(found, int) else found.total
+
     def count(self, tokenizer: Tokenizer, text: str) -> int:
         """Token count of one text segment, through the cache."""
         return self.measure(tokenizer, (text,))[0].total
