@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import sqlite3
 import threading
@@ -69,9 +70,20 @@ class GatewayThread:
         self._thread.start()
 
         async def up() -> None:  # the same stack as ``tokenplane serve``
-            self.app = build_app(self.config)
-            self.server = GatewayServer(self.app, "127.0.0.1", self.port)
-            await self.server.start()
+            for attempt in range(3):
+                self.app = build_app(self.config)
+                self.server = GatewayServer(self.app, "127.0.0.1", self.port)
+                try:
+                    await self.server.start()  # a failed start stops what it started
+                except OSError as exc:
+                    if exc.errno != errno.EADDRINUSE or attempt == 2:
+                        raise
+                    # another process took the free port between free_port() and the
+                    # bind: let the kernel choose one this time
+                    self.port = 0
+                    continue
+                self.port = self.server.port
+                return
 
         self.call(up())
         return self

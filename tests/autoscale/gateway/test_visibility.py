@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.autoscale.gateway.test_embedded import autoscaled, embedded, wait
+from tests.autoscale.gateway.test_embedded import autoscaled, controller, embedded, wait
 from tests.gateway.harness import GatewayThread
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,6 +41,9 @@ def test_decisions_are_visible(tmp_path: Path) -> None:
         pool = embedded(gw)
         # one replica configured, two the minimum: the first round starts one
         wait(gw, pool, lambda p: p.count("serving") == 2)
+        # the status is what a round saw: wait for a round after the second one serves
+        ctl = controller(gw)
+        gw.call(ctl.wait_rounds(ctl.rounds + 1))
         admin = gw.create_key("default", admin=True)
         tenant = gw.create_key("default")
         url = gw.base_url.removesuffix("/v1") + "/admin/v1/autoscale"
