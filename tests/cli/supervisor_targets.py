@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from multiprocessing.connection import Connection
 
 
@@ -18,8 +17,7 @@ def serve_then_die(index: int, ready: Connection) -> None:
 
 
 def serve_until_term(index: int, ready: Connection) -> None:
-    stopped = []
-    signal.signal(signal.SIGTERM, lambda *_: stopped.append(1))
+    # blocked before "serving", so a SIGTERM sent at once waits for sigwait: no race
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     ready.send_bytes(b"serving")
-    while not stopped:
-        time.sleep(0.01)
+    signal.sigwait({signal.SIGTERM})
