@@ -18,7 +18,7 @@ import sys
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,12 @@ from tests.services import (
     require_redis,
     run_aside,
 )
+from tokenplane.admission import Scope
 from tokenplane.autoscale.gateway.keda.actuator import KedaActuator
 from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2 as keda_pb
 from tokenplane.autoscale.gateway.keda.proto import externalscaler_pb2_grpc as keda_pb_grpc
 from tokenplane.config.schema import GatewayConfig
+from tokenplane.meta.limit_store import LimitTarget
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -778,6 +780,11 @@ def _serve_postgres_redis(gateways: Gateways, url: str, prefix: str) -> None:
 
 def test_serves_cache(gateways: Gateways) -> None:
     gw = gateways.start(example("cache.yaml"))
+    svc = gw.gateway.admission
+    assert svc is not None
+    acme = Scope("tenant", "acme")
+    svc.limits.set(LimitTarget("acme"), {"tokens_per_day": 10**7, "budget_micros": 10**9,
+                                         "budget_period": "monthly"})
     support = gw.create_key("acme", app="support-bot")
     other = gw.create_key("acme", app="wiki")
     msgs: list[Any] = [{"role": "user", "content": "How do I reset my password?"}]
@@ -798,12 +805,21 @@ def test_serves_cache(gateways: Gateways) -> None:
         wiki = o.chat.completions.with_raw_response.create(
             model="sim-llama3-8b", messages=near, max_tokens=8, temperature=0)
         assert "x-tokenplane-cache" not in wiki.headers
+    spent = {s.limit_name: s.spent
+             for s in gw.call(svc.admission.status("acme", acme, svc.now()))}
     gateways.stop(gw)
     rows = {r["request_id"]: r for r in gw.ledger_rows()}
     hit = rows[again.headers["x-request-id"]]
     assert hit["cache"] == "exact" and hit["saved_output_tokens"] == 8
     assert hit["cost_micros"] + hit["saved_cost_micros"] > 0
     assert hit["cost_micros"] * 10 <= hit["cost_micros"] + hit["saved_cost_micros"] + 10
+    # the budgets see what the hits are billed: their cost, and 10% of their tokens
+    def tenth(n: int) -> int:
+        return int((Decimal(n) / 10).to_integral_value(ROUND_HALF_UP))
+    assert spent["budget"] == sum(r["cost_micros"] for r in rows.values())
+    assert spent["tokens_per_day"] == sum(
+        r["input_tokens"] + r["output_tokens"] + tenth(r["saved_input_tokens"])
+        + tenth(r["saved_output_tokens"]) for r in rows.values())
 
 
 def test_examples_hold_no_secrets() -> None:

@@ -129,7 +129,7 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
         finishers.append(SloFinisher(parts.slo_counters, counters.count_text))
     if gov is not None and gov.audit is not None:
         finishers.append(AuditFinisher(gov.audit, gov.policies))
-    finishers.append(AdmissionFinisher(parts.admission, counters.count_text))
+    finishers.append(AdmissionFinisher(parts.admission, counters.count_text, parts.meter.hits))
     if parts.tracer is not None:
         finishers.append(SpanFinisher(parts.tracer, counters.count_text))
     if parts.access_log is not None:  # last: it reads the settled counts
