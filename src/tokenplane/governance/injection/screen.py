@@ -18,13 +18,15 @@ class InjectionAction(StrEnum):
 
 
 class InjectionBlocked(PolicyViolation):
-    """A 400 saying the request looks like a prompt injection (labels, no content)."""
+    """A 400 saying the request looks like a prompt injection (labels, no content);
+    ``what``: the part of it that does (a document), when not the messages."""
 
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: Verdict, what: str | None = None) -> None:
         self.verdict = verdict
         super().__init__(
             400,
             "request blocked by prompt-injection screen ("
+            + (f"{what}: " if what else "")
             + (", ".join(verdict.labels) or "suspicious content")
             + f", score {verdict.score:.2f})",
             code="prompt_injection_blocked",
