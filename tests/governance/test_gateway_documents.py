@@ -192,6 +192,20 @@ def test_flag_mode_keeps_the_document_and_flags_the_request(
     assert [(v["id"], v["action"]) for v in record["verdicts"]["documents"]] == [
         (EVIL["id"], "flag")]
     assert _verdict_count(gw, "documents", "flag", "default") == flags_before + 1
+    # flag mode screens what is sent: a suspect document the budget leaves out is not
+    small = _count(gw, CLEAN[0]["text"]) + 12
+    c = client(gw, gw.create_key("default"))
+    raw = c.chat.completions.with_raw_response.create(
+        model="echo", messages=QUESTION, max_tokens=8,  # type: ignore[arg-type]
+        extra_body={"tokenplane": {"context": {"documents": [CLEAN[0], EVIL],
+                                               "budget_tokens": small,
+                                               "options": {"truncate": False,
+                                                           "header": ""}}}})
+    c.close()
+    ext = (raw.parse().model_extra or {})["tokenplane"]["context"]
+    assert [(d["id"], d["reason"]) for d in ext["dropped"]] == [(EVIL["id"], "budget")]
+    assert "x-tokenplane-injection" not in raw.headers
+    assert "documents" not in _audit(gw, raw.headers["x-request-id"])["verdicts"]
     # documents: none (globex) screens nothing
     plain = _ask(gw, ("globex", None), [CLEAN[0], EVIL])
     assert "x-tokenplane-injection" not in plain.headers

@@ -27,7 +27,7 @@ from tokenplane.compose.routing import Routing
 from tokenplane.config.context_schema import ContextConfig
 from tokenplane.context.packer import ContextPacker
 from tokenplane.governance.guard_policy import GuardPolicies
-from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
+from tokenplane.governance.pii_policy import PiiPolicy
 from tokenplane.governance.tools import ToolMode
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.access_log import AccessLog
@@ -86,10 +86,8 @@ class PipelineParts:
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
     """Whether the principal's input guard may change the prompt (PII masked or
     tokenized, tools stripped), so that it is only counted after the guard."""
-    shortening = {PiiAction.MASK, PiiAction.TOKENIZE}
-
     def rewrites(pii: PiiPolicy | None) -> bool:
-        return pii is not None and bool({pii.default, *pii.actions.values()} & shortening)
+        return pii is not None and pii.rewrites
 
     def shrinks(principal: Principal) -> bool:
         pol = policies.for_principal(principal.tenant, principal.app)

@@ -17,6 +17,7 @@ from tokenplane.config.governance_schema import (
 )
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.analyzer_cache import CachedAnalyzer
+from tokenplane.governance.injection.cached import CachedDetector
 from tokenplane.governance.injection.detector import HeuristicDetector, InjectionDetector
 from tokenplane.governance.injection.documents import DocumentAction, DocumentPolicy
 from tokenplane.governance.injection.screen import InjectionAction, InjectionPolicy
@@ -59,15 +60,19 @@ class _Resolved:
 
 @dataclass
 class GuardPolicies:
-    """Resolves and caches :class:`GuardPolicy` per (tenant, app)."""
+    """Resolves and caches :class:`GuardPolicy` per (tenant, app). ``detector``
+    screens messages; ``document_detector`` (the same, remembering its verdicts)
+    screens RAG documents, which recur."""
 
     config: GovernanceConfig
     detector: InjectionDetector = field(default_factory=HeuristicDetector)
     analyzer: Analyzer = field(init=False)
+    document_detector: InjectionDetector = field(init=False)
     _cache: dict[tuple[str, str | None], GuardPolicy] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.analyzer = CachedAnalyzer(Analyzer.from_config(self.config.pii.analyzer))
+        self.document_detector = CachedDetector(self.detector)
 
     def for_principal(self, tenant: str, app: str | None) -> GuardPolicy:
         key = (tenant, app)

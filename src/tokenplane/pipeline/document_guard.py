@@ -1,9 +1,10 @@
-"""The governance policy on RAG documents, before they are packed (the shell of
+"""The governance policy on RAG documents around the packer (the shell of
 ``governance/document_guard.py``), for the context stage and ``POST
 /v1/context/pack``: the caller's policy, the request's guard state (made here when the
-documents need it; the input guard keeps it), the screen, the packer run on the
-documents kept, its result told as a pack of all of them (``context/screened.py``:
-left-out documents dropped with reason ``injection``), and the metric
+documents need it; the input guard keeps it), the screen before packing, the packer
+run on the documents kept, its result told as a pack of all of them
+(``context/screened.py``: left-out documents dropped with reason ``injection``), the
+screen of the documents packed (a policy that only flags or logs), and the metric
 ``tokenplane_injection_verdicts{source="documents"}``.
 """
 
@@ -17,6 +18,7 @@ from tokenplane.governance.document_guard import (
     ScreenedDocuments,
     guard_documents,
     guards_documents,
+    screen_kept,
 )
 from tokenplane.governance.guard_policy import GuardPolicies, GuardPolicy
 from tokenplane.governance.guard_state import INJECTION_FLAG, INJECTION_HEADER, GuardState
@@ -52,30 +54,36 @@ class DocumentGuard:
              pack: Callable[[list[Document]], Packed], count: Callable[[str], int],
              pii: bool = True) -> tuple[Packed, ScreenedDocuments]:
         """Screens ``documents`` (``param``: the field that holds them; ``pii``: apply
-        the prompt's PII rules to those kept), packs the ones kept with ``pack``, and
-        returns the pack of all of them. Raises the policy's refusals."""
+        the prompt's PII rules that rewrite), packs the ones kept with ``pack``, screens
+        those packed when the policy only flags or logs, and returns the pack of all of
+        them. Raises the policy's refusals."""
+        policy, policies = state.policy, self.policies
+        detector, analyzer = policies.document_detector, policies.analyzer
         try:
-            screened = guard_documents([(d.id, d.text) for d in documents], state.policy,
-                                       self.policies.detector, self.policies.analyzer,
-                                       state, param, pii)
+            screened = guard_documents([(d.id, d.text) for d in documents], policy,
+                                       detector, analyzer, state, param, pii)
+            packed = pack(screened_documents(documents, screened.texts, screened.positions))
+            if screened.dropped:
+                packed = with_left_out(packed, screened.positions,
+                                       [(i, documents[i]) for i in screened.dropped],
+                                       "injection", count)
+            screened = screen_kept(screened, [k.index for k in packed.kept],
+                                   [d.id for d in documents], policy, detector, analyzer,
+                                   state)
         finally:
             self._count(tenant, state)
-        packed = pack(screened_documents(documents, screened.texts, screened.positions))
-        if screened.dropped:
-            packed = with_left_out(packed, screened.positions,
-                                   [(i, documents[i]) for i in screened.dropped], "injection",
-                                   count)
         return packed, screened
 
     def note(self, ctx: RequestContext, screened: ScreenedDocuments,
              message: object | None) -> None:
         """A flagged document flags the request (header, ledger flag); ``message``: the
-        context message the documents became (the input guard leaves its PII alone)."""
+        context message the documents became (when their PII rules were applied, the
+        input guard leaves it alone)."""
         if screened.flagged:
             ctx.response_headers[INJECTION_HEADER] = "flagged"
             if INJECTION_FLAG not in ctx.flags:
                 ctx.flags.append(INJECTION_FLAG)
-        if ctx.guard is not None:
+        if ctx.guard is not None and screened.pii_applied:
             ctx.guard.screened_message = message
 
     def _count(self, tenant: str, state: GuardState) -> None:

@@ -42,6 +42,13 @@ class DocumentPolicy:
         if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
             raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
 
+    @property
+    def before_packing(self) -> bool:
+        """Whether the policy can change what is packed (``drop``, ``block``): then
+        every document offered is screened before packing; otherwise (``log``,
+        ``flag``) only the documents packed, since the others are never sent."""
+        return self.mode in (DocumentAction.DROP, DocumentAction.BLOCK)
+
     def decide(self, verdict: Verdict) -> DocumentAction:
         s, mode = verdict.score, self.mode
         if mode is DocumentAction.NONE or s < self.log_at:
