@@ -9,10 +9,9 @@ LRU; thread-safe (documents are screened on the count offload's threads too).
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 from tokenplane.governance.injection.detector import InjectionDetector, Source, Verdict
+from tokenplane.lru import Lru
 
 
 class CachedDetector:
@@ -21,28 +20,16 @@ class CachedDetector:
     def __init__(self, inner: InjectionDetector, max_entries: int = 8192,
                  min_len: int = 64) -> None:
         self.inner = inner
-        self.max_entries = max_entries
         self.min_len = min_len
-        self._cache: OrderedDict[tuple[str, bytes], Verdict] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self.cache: Lru[tuple[str, bytes], Verdict] = Lru(max_entries)
 
     def score(self, text: str, source: Source = "user") -> Verdict:
         if len(text) < self.min_len:
             return self.inner.score(text, source)
         key = (source, hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
                                        digest_size=16).digest())
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                self.hits += 1
-                return found
-        verdict = self.inner.score(text, source)
-        with self._lock:
-            self.misses += 1
-            self._cache[key] = verdict
-            if len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
-        return verdict
+        found = self.cache.get(key)
+        if found is None:
+            found = self.inner.score(text, source)
+            self.cache.put(key, found)
+        return found

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tokenplane.governance.injection.detector import InjectionDetector, Verdict
-from tokenplane.governance.injection.screen import InjectionBlocked
+from tokenplane.governance.injection.screen import InjectionBlocked, check_thresholds
 
 
 class DocumentAction(StrEnum):
@@ -39,8 +39,7 @@ class DocumentPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", DocumentAction(self.mode))
-        if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
-            raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
+        check_thresholds(self.log_at, self.flag_at, self.block_at)
 
     @property
     def before_packing(self) -> bool:

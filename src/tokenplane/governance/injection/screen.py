@@ -33,6 +33,11 @@ class InjectionBlocked(PolicyViolation):
         )
 
 
+def check_thresholds(log_at: float, flag_at: float, block_at: float) -> None:
+    if not 0.0 <= log_at <= flag_at <= block_at <= 1.0:
+        raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
+
+
 @dataclass(frozen=True)
 class InjectionPolicy:
     """Scores at or above ``flag_at`` are flagged, at or above ``block_at`` blocked
@@ -45,8 +50,7 @@ class InjectionPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", InjectionAction(self.mode))
-        if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
-            raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
+        check_thresholds(self.log_at, self.flag_at, self.block_at)
 
     @property
     def ignores_clean(self) -> bool:
