@@ -1,7 +1,7 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
 Stages in order: auth, validate, [session], context (RAG packing, pinned marks;
-with governance the documents screened first), [input guard], tokens (with the
+with governance the documents screened around it), [input guard], tokens (with the
 overflow policy), [context cap], admission, [cache lookup], [schedule], route (a
 cache hit skips these two). The upstream call retries across replicas and
 fallbacks; the cache serves a hit or stores a miss's answer around it
@@ -106,7 +106,7 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
         stages.append(parts.sessions)
     documents = DocumentGuard(gov.policies, parts.metrics) if gov is not None else None
     stages.append(ContextStage(counters, parts.context, overflow, offload, parts.packer,
-                               documents))  # the documents screened before they are packed
+                               documents))  # the documents screened around the packer
     tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))

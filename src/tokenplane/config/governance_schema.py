@@ -89,10 +89,11 @@ class PiiConfig(_Strict):
 
 class InjectionConfig(_Strict):
     """Prompt-injection screen of the new user turn and the tool results after it
-    (``mode``), and of each RAG document before it is packed (``documents``: none,
-    log, flag (kept, the request flagged), drop (left out, reason ``injection``) or
-    block (dropped from ``flag_at``, the request refused from ``block_at``); unset:
-    the same word as ``mode``). The thresholds are shared."""
+    (``mode``), and of each RAG document (``documents``: none, log, flag (kept, the
+    request flagged), drop (left out before packing, reason ``injection``) or block
+    (dropped from ``flag_at``, the request refused from ``block_at``); unset: the
+    same word as ``mode``; drop and block screen every document offered, log and
+    flag the ones packed). The thresholds are shared."""
 
     mode: InjectionMode = "flag"
     log_at: float = Field(0.3, ge=0, le=1)

@@ -5,8 +5,8 @@ Input guard, in order: allowed models of the app, tool definitions (reject / str
 the output-token cap, the prompt-injection screen (new user turn and the tool results
 after it), then the PII policy on messages, tool results and prompts (mask, tokenize
 into the request's vault, or block naming the entity types). RAG documents were
-screened before they were packed (``pipeline/document_guard.py``); the message they
-became is not scanned again.
+screened around the packer (``pipeline/document_guard.py``); when PII rules that
+rewrite were applied to them there, the message they became is not scanned again.
 
 A chat message in which nothing is found (for most, the analyzer's gates prove it in a
 few C-level scans) is passed on as it is, no copy; when no message changes, neither
