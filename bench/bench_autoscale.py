@@ -18,7 +18,7 @@ asks for and whether each is met:
 Speed: ``--rate-scale`` k dilates time (engine steps and SLO targets x k, request
 rate / k; see tokenplane.sim.autoscale_run); ``--jobs`` runs policies in parallel.
 
-Usage: python bench/bench_autoscale.py [--rate-scale 40] [--jobs 3] [--out DIR]
+Usage: python bench/bench_autoscale.py [--rate-scale 10] [--jobs 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -112,9 +112,9 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rate-scale", type=float, default=40.0)
+    ap.add_argument("--rate-scale", type=float, default=10.0)
     ap.add_argument("--day-hours", type=float, default=24.0)
-    ap.add_argument("--jobs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="docs/simulation/autoscale")
     ap.add_argument("--policies", default=",".join(AUTOSCALE_POLICIES))
     ap.add_argument("--figures-of", default=None,

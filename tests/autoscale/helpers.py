@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tokenplane.autoscale.capacity import CapacityEstimator, flat_costs
 from tokenplane.autoscale.forecast import DemandForecaster
 from tokenplane.autoscale.model import PoolSnapshot, ReplicaView
@@ -27,9 +29,16 @@ def snap(now: float, serving: int, *, tokens_per_s: float = 0.0, warm: int = 0,
 
 
 def policy(spec: PoolPolicySpec | None = None,
-           forecaster: DemandForecaster | None = None) -> TokenplanePolicy:
-    return TokenplanePolicy(spec or PoolPolicySpec(target_utilisation=1.0, hysteresis=0.1),
-                            CapacityEstimator(flat_costs(TOKENS_PER_REPLICA)), forecaster)
+           forecaster: DemandForecaster | None = None, *, filtered: bool = False,
+           headroom: bool = False) -> TokenplanePolicy:
+    """The policy on ``spec``. The logic tests see the demand as given: no nowcast
+    (``filtered``) and no headroom for the arrivals' spread (``headroom``);
+    test_policy_noise.py runs the policy with both."""
+    s = spec or PoolPolicySpec(target_utilisation=1.0, hysteresis=0.1)
+    if not headroom:
+        s = dataclasses.replace(s, arrival_sigmas=0.0)
+    return TokenplanePolicy(s, CapacityEstimator(flat_costs(TOKENS_PER_REPLICA)), forecaster,
+                            nowcast=filtered)
 
 
 def drive(pol: TokenplanePolicy, demand: list[float], serving: int, *, step: float = 10.0,

@@ -78,7 +78,7 @@ def test_warm_replicas_serve_seconds_after_promotion() -> None:
 
 @pytest.mark.skipif(not TRACE.exists(), reason="shared traces not present")
 def test_a_short_day_through_every_policy(tmp_path: Path) -> None:
-    cfg = DayConfig(rate_scale=80.0, day_hours=1.0)
+    cfg = DayConfig(rate_scale=40.0, day_hours=1.0)
     res = run_day(TRACE, AUTOSCALE_POLICIES, tmp_path, cfg)
     pols = res["policies"]
     assert set(pols) == set(AUTOSCALE_POLICIES)

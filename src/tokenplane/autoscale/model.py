@@ -42,10 +42,12 @@ class PoolSnapshot:
     replicas, and the SLO state of the SLOs that select the pool's alias.
 
     ``prompt_tokens_per_s``: uncached prompt tokens arriving per second over the
-    last interval (the counts the gateway has before a request runs).
-    ``output_tokens_per_s``: output tokens delivered per second over the last
-    interval. ``output_tokens_in_flight``: predicted decode tokens of requests in
-    flight. ``slo_burn``: the highest short-window burn rate of the SLOs selecting
+    last ``rate_window_s`` (the counts the gateway has before a request runs; the
+    gateway measures over the time since its last snapshot, 0 = that time).
+    ``output_tokens_per_s``: output tokens delivered per second, and
+    ``requests_per_s`` requests, over the same window (how many requests stand behind
+    the rates: their noise). ``output_tokens_in_flight``: predicted decode tokens of
+    requests in flight. ``slo_burn``: the highest short-window burn rate of the SLOs selecting
     the pool (0 when none); ``slo_budget_left``: the lowest budget fraction left.
     """
 
@@ -56,6 +58,7 @@ class PoolSnapshot:
     output_tokens_per_s: float = 0.0
     output_tokens_in_flight: int = 0
     requests_per_s: float = 0.0
+    rate_window_s: float = 0.0
     queue_requests: int = 0
     queue_tokens: int = 0
     queue_wait_s: float = 0.0  # the oldest queued request's wait

@@ -3,35 +3,41 @@ decision out; state only from earlier calls).
 
 Each decision:
 
-1. **Demand** in engine-seconds per second (:mod:`.capacity`), averaged over an
-   exponential window of ``demand_window_s`` (0, the default: the snapshot's rates
-   are already averaged by the shell): uncached prompt tokens
+1. **Demand** in engine-seconds per second (:mod:`.capacity`): uncached prompt tokens
    arriving per second, output tokens per second (or the output tokens in flight
    over ``output_drain_s``, whichever is larger: a burst's decode work is in flight
    before it is delivered), plus the backlog -- tokens queued at the gateway and
    requests waiting inside the engines -- to be drained within ``queue_drain_s``.
-   Needed replicas = demand / (corrected capacity x target utilisation); KV usage
-   above ``kv_target`` and engines' own waiting requests add their own need.
-2. **Forecast** (:mod:`.forecast`) of demand one cold start (+ one interval) ahead:
-   the pool is scaled for the larger of now and then, so a replica ordered now is
-   ready when the morning ramp arrives.
-3. **SLO burn**: while the SLOs selecting the pool burn their budget faster than
+   The sample goes through the **nowcast** (:mod:`.nowcast`), a Kalman filter that
+   weighs it by the requests behind it: a quiet pool's swinging rates are averaged,
+   a busy pool's taken as they are, a jump (a burst) at once.
+2. **Headroom for the arrivals' spread**: a replica ordered now serves after a cold
+   start, and the requests arriving within one are Poisson, so their relative spread
+   is sqrt(c / (rate x horizon)) (c: :attr:`size_moment`). The pool is sized for
+   the demand ``arrival_sigmas`` spreads above the estimate: a quiet pool keeps
+   proportionally more room than a busy one (the square-root staffing rule), at
+   ``target_utilisation`` of each replica's corrected capacity. KV usage above
+   ``kv_target`` and the engines' own waiting requests add their own need.
+3. **Forecast** (:mod:`.forecast`) of demand one cold start, one interval and the
+   up-stabilisation window ahead: the pool is scaled for the larger of now and then,
+   so a replica ordered now serves when the morning ramp arrives.
+4. **SLO burn**: while the SLOs selecting the pool burn their budget faster than
    ``burn_threshold``, the target utilisation drops by ``burn_headroom``, scale-ups
    skip the up-stabilisation window and scale-downs wait (scale up faster, down
    slower).
-4. **Hysteresis and stabilisation**: up when ceil(need) exceeds the pool (the lowest
-   up-recommendation over ``scale_up_window_s``, skipped when demand jumped past
-   ``panic_ratio`` of the pool with a queue forming, or SLOs burn); down only when
-   the smaller pool stays under ``1 - hysteresis`` of the target for the larger of
-   the need now and the forecast's highest need within a cooldown (the highest
+5. **Hysteresis and stabilisation**: up when ceil(need) exceeds the pool (the lowest
+   up-recommendation over ``scale_up_window_s``, skipped when the raw sample jumped
+   past ``panic_ratio`` of the pool with a queue forming, or SLOs burn); down only
+   when the smaller pool stays under ``1 - hysteresis`` of the target for the larger
+   of the need now and the forecast's highest need within a cooldown (the highest
    down-recommendation over ``scale_down_window_s``), and ``cooldown_s`` after the
    last scale-up.
-5. **Limits**: min/max replicas, ``max_step`` per decision, the money budget per hour
+6. **Limits**: min/max replicas, ``max_step`` per decision, the money budget per hour
    (serving and warm replicas at their prices; the warm pool is cut first).
-6. **Warm pool**: a scale-up promotes warm replicas first (seconds, not a cold
-   start); the pool keeps ``warm_min`` .. ``warm_max`` warm replicas, enough for the
-   highest need the forecast sees within ``warm_lookahead_s`` beyond the serving
-   target.
+7. **Warm pool**: a scale-up promotes warm replicas first (seconds, not a cold
+   start); the pool keeps ``warm_min`` .. ``warm_max`` warm replicas, as many as
+   the forecast's demand within ``warm_lookahead_s`` rises beyond what the serving
+   target (with its headroom) covers.
 """
 
 from __future__ import annotations
@@ -39,12 +45,22 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tokenplane.autoscale.capacity import CapacityEstimator, flat_costs, profile_costs
 from tokenplane.autoscale.forecast import DemandForecaster
 from tokenplane.autoscale.model import PoolSnapshot, ScaleDecision
+from tokenplane.autoscale.nowcast import DemandNowcast
 from tokenplane.autoscale.spec import PoolPolicySpec
 from tokenplane.engine.profiles import EngineProfile
+
+
+@dataclass(slots=True)
+class _ForecastNeeds:
+    need: float = 0.0  # replicas for the demand a scale-up ordered now serves
+    peak: float = 0.0  # the highest within the warm lookahead (no spread headroom)
+    hold: float = 0.0  # the highest within a cooldown (what a scale-down keeps)
+    work: float = -1.0  # the forecast demand (-1: no forecast)
 
 
 class TokenplanePolicy:
@@ -65,8 +81,9 @@ class TokenplanePolicy:
         panic_ratio: float = 1.5,
         burn_headroom: float = 0.15,
         warm_lookahead_s: float = 900.0,
-        demand_window_s: float = 0.0,
         saturated_waiting: int = 2,
+        nowcast: DemandNowcast | bool | None = True,
+        size_moment: float = 2.0,
     ) -> None:
         self.spec = spec
         self.capacity = capacity
@@ -78,11 +95,17 @@ class TokenplanePolicy:
         self.panic_ratio = panic_ratio
         self.burn_headroom = burn_headroom
         self.warm_lookahead_s = warm_lookahead_s
-        self.demand_window_s = demand_window_s
         self.saturated_waiting = saturated_waiting
-        self.smoothed: float | None = None
+        # the demand now, filtered by how many requests stand behind each sample
+        self.nowcast: DemandNowcast | None = (
+            DemandNowcast(size_moment=size_moment) if nowcast is True
+            else nowcast if nowcast else None)
+        # the request rate, filtered the same way (counts: Poisson), for the spread
+        self._rates = DemandNowcast(size_moment=1.0) if self.nowcast is not None else None
         self._saturated: set[str] = set()
         self._last_t: float | None = None
+        # E[w^2] / E[w]^2 of one request's work (the arrivals' spread, the nowcast)
+        self.size_moment = size_moment
         self.interval_s = spec.interval_s
         self.last_up = -math.inf
         self._ups: deque[tuple[float, int]] = deque()
@@ -100,15 +123,52 @@ class TokenplanePolicy:
         tokens = snap.queue_tokens + waiting * per_req
         return self.capacity.costs.work(tokens, 0.0) / self.queue_drain_s
 
-    def _smooth(self, work: float, now: float) -> float:
-        """Demand averaged with an exponential window of ``demand_window_s``."""
-        if self.smoothed is None or self._last_t is None or self.demand_window_s <= 0:
-            self.smoothed = work
-        else:
-            a = 1.0 - math.exp(-max(0.0, now - self._last_t) / self.demand_window_s)
-            self.smoothed += a * (work - self.smoothed)
+    def _filtered(self, snap: PoolSnapshot, work: float, now: float) -> tuple[float, float]:
+        """The demand and the request rate now through the nowcast (the raw samples
+        without one)."""
+        since = now - self._last_t if self._last_t is not None else self.interval_s
         self._last_t = now
-        return self.smoothed
+        if self.nowcast is None or self._rates is None:
+            return work, snap.requests_per_s
+        window = snap.rate_window_s if snap.rate_window_s > 0 else since
+        overlap = window / max(since, 1e-9)
+        n = snap.requests_per_s * window
+        profile = self.forecaster.profile(now) if self.forecaster is not None else None
+        return (self.nowcast.update(now, work, n, overlap, profile),
+                self._rates.update(now, snap.requests_per_s, n, overlap))
+
+    def _spread(self, requests_per_s: float) -> float:
+        """The demand's relative headroom: ``arrival_sigmas`` spreads of the requests a
+        cold start lets arrive (Poisson, each of ``size_moment`` relative work)."""
+        horizon = self.spec.cold_start_s + self.spec.interval_s
+        arrivals = requests_per_s * horizon
+        return self.spec.arrival_sigmas * math.sqrt(self.size_moment / max(1.0, arrivals))
+
+    def _forecast_needs(self, now: float, work_now: float, util: float,
+                        up: float) -> _ForecastNeeds:
+        """The forecast's needs: at the horizon a scale-up ordered now serves (a cold
+        start, an interval, and the up window it still waits out), the highest within
+        the warm lookahead (without the spread: the warm pool covers the forecast's
+        rise, the serving target's headroom the noise) and within a cooldown (held)."""
+        if self.forecaster is None:
+            return _ForecastNeeds()
+        spec = self.spec
+        self.forecaster.observe(now, work_now)
+        horizon = spec.cold_start_s + spec.interval_s
+        f = self.forecaster.forecast(now, horizon + spec.scale_up_window_s)
+        out = _ForecastNeeds()
+        if f is not None:
+            out.need = self.capacity.replicas_for(f * up, util)
+            out.work = f
+        for k in range(1, max(1, int(self.warm_lookahead_s // 300)) + 1):
+            ahead = horizon + k * 300.0
+            fk = self.forecaster.forecast(now, ahead)
+            if fk is None:
+                continue
+            out.peak = max(out.peak, self.capacity.replicas_for(fk, util))
+            if ahead <= horizon + spec.cooldown_s:
+                out.hold = max(out.hold, self.capacity.replicas_for(fk * up, util))
+        return out
 
     def _correct(self, snap: PoolSnapshot) -> None:
         """A replica with a queue of ``saturated_waiting`` inside its engine at both
@@ -135,32 +195,18 @@ class TokenplanePolicy:
         util = spec.target_utilisation * ((1.0 - self.burn_headroom) if burning else 1.0)
 
         work_now = self.demand(snap)
-        work_avg = self._smooth(work_now, now)
-        need_now = self.capacity.replicas_for(work_avg + self._backlog(snap, waiting), util)
+        work_avg, rps = self._filtered(snap, work_now, now)
+        backlog = self._backlog(snap, waiting)
+        up = 1.0 + self._spread(rps)
+        # the raw sample decides a burst (panic); the filtered one everything else
+        need_raw = self.capacity.replicas_for(work_now * up + backlog, util)
+        need_now = self.capacity.replicas_for(work_avg * up + backlog, util)
         kv = sum(r.kv_usage for r in ready) / len(ready) if ready else 0.0
         need_kv = len(ready) * kv / self.kv_target
         need_wait = (len(ready) + 1.0 if waiting > self.waiting_per_replica * max(1, len(ready))
                      else 0.0)
-        need_f = 0.0
-        f_peak = 0.0
-        f_hold = 0.0
-        f_work = -1.0  # no forecast
-        if self.forecaster is not None:
-            self.forecaster.observe(now, work_now)
-            horizon = spec.cold_start_s + spec.interval_s
-            f = self.forecaster.forecast(now, horizon)
-            need_f = self.capacity.replicas_for(f, util) if f is not None else 0.0
-            f_work = f if f is not None else -1.0
-            steps = max(1, int(self.warm_lookahead_s // 300))
-            for k in range(1, steps + 1):
-                ahead = horizon + k * 300.0
-                fk = self.forecaster.forecast(now, ahead)
-                if fk is None:
-                    continue
-                nk = self.capacity.replicas_for(fk, util)
-                f_peak = max(f_peak, nk)
-                if ahead <= horizon + spec.cooldown_s:
-                    f_hold = max(f_hold, nk)
+        fc = self._forecast_needs(now, work_now, util, up)
+        need_f, f_peak, f_hold = fc.need, fc.peak, fc.hold
         signals = {"token_demand": need_now, "kv": need_kv, "queue": need_wait,
                    "forecast": need_f}
         driver = max(signals, key=lambda k: signals[k])
@@ -181,9 +227,10 @@ class TokenplanePolicy:
         if up_target > cur:
             # a jump past panic_ratio with a queue forming is a burst, not noise
             queued = waiting > 0 or snap.queue_requests > 0
-            panic = ((x >= self.panic_ratio * max(1, cur) and queued) or burning
-                     or cur < spec.min_replicas)
-            stable_up = up_target if panic else min(t for _, t in self._ups)
+            panic = ((max(x, need_raw) >= self.panic_ratio * max(1, cur) and queued)
+                     or burning or cur < spec.min_replicas)
+            stable_up = (self._clamp(math.ceil(max(x, need_raw) - 1e-9)) if panic
+                         else min(t for _, t in self._ups))
             if stable_up > cur:
                 to = stable_up
                 reasons.append(driver)
@@ -237,12 +284,12 @@ class TokenplanePolicy:
         if to > cur:
             self.last_up = now
         inputs = {
-            "demand_work": round(work_now, 4), "demand_avg": round(work_avg, 4),
-            "need_now": round(need_now, 3),
+            "demand_work": round(work_now, 4), "demand_filtered": round(work_avg, 4),
+            "need_now": round(need_now, 3), "need_raw": round(need_raw, 3),
             "need_kv": round(need_kv, 3), "need_queue": need_wait,
             "need_forecast": round(need_f, 3), "forecast_peak": round(f_peak, 3),
             "forecast_hold": round(f_hold, 3),
-            "forecast_work": round(f_work, 5),
+            "forecast_work": round(fc.work, 5), "headroom": round(up - 1.0, 4),
             "capacity_factor": round(self.capacity.factor, 4),
             "prompt_tokens_per_s": snap.prompt_tokens_per_s,
             "output_tokens_per_s": snap.output_tokens_per_s,

@@ -26,7 +26,9 @@ class PoolPolicySpec:
     scale-down waits after the last scale-up. Warm pool: ``warm_min`` .. ``warm_max``
     replicas, sized from the forecast's headroom; ``promote_s`` is how long a warm
     replica takes to take traffic. Demand: ``target_utilisation`` of each replica's
-    token capacity; ``cold_start_s`` the profile's cold start (also the forecast
+    token capacity, for the demand ``arrival_sigmas`` standard deviations of the
+    arrivals within a cold start above the estimate (a quiet pool keeps more room
+    than a busy one); ``cold_start_s`` the profile's cold start (also the forecast
     horizon); ``replica_tokens_per_s`` the per-replica capacity in tokens per second
     of the prompt/output mix at the profile's step-time model (0 = derive it from
     the profile). ``interval_s``: how often the actuator asks for a decision.
@@ -45,7 +47,8 @@ class PoolPolicySpec:
     warm_min: int = 0
     warm_max: int = 2
     promote_s: float = 5.0
-    target_utilisation: float = 0.7
+    target_utilisation: float = 0.85
+    arrival_sigmas: float = 2.0
     cold_start_s: float = 120.0
     replica_tokens_per_s: float = 0.0
     interval_s: float = 10.0
@@ -73,6 +76,8 @@ class PoolPolicySpec:
             raise ValueError("need 0 <= warm_min <= warm_max")
         if not 0.0 < self.target_utilisation <= 1.0:
             raise ValueError("target_utilisation must be in (0, 1]")
+        if self.arrival_sigmas < 0:
+            raise ValueError("arrival_sigmas must be >= 0")
         if self.replica_tokens_per_s < 0 or self.interval_s <= 0:
             raise ValueError("replica_tokens_per_s must be >= 0 and interval_s > 0")
 

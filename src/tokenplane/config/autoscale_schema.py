@@ -60,10 +60,13 @@ class AutoscalePoolConfig(_Strict):
     ``cooldown``: a scale-down waits this long after the last scale-up (15 minutes).
     ``warm_min`` .. ``warm_max``: replicas kept loaded and idle, sized from the
     forecast; ``promote``: how long a warm replica takes to take traffic.
-    ``target_utilisation`` of each replica's token capacity; ``replica_tokens_per_s``:
-    that capacity (default: from the engine profile). ``cold_start``: a new replica's
-    start-up time (default: from the engine profile's weights; the embedded actuator
-    waits it for real). ``burn_threshold``: an SLO burn rate above it counts as burning.
+    ``target_utilisation`` of each replica's token capacity, for the demand
+    ``arrival_sigmas`` standard deviations of the arrivals within a cold start above
+    the estimate (a quiet pool keeps more room than a busy one; 0: none);
+    ``replica_tokens_per_s``: that capacity (default: from the engine profile).
+    ``cold_start``: a new replica's start-up time (default: from the engine profile's
+    weights; the embedded actuator waits it for real). ``burn_threshold``: an SLO burn
+    rate above it counts as burning.
     ``actuator``: ``embedded`` (simulated in-process replicas; the default for ``type:
     sim`` backends without ``base_url``), ``kubernetes`` or ``keda``."""
 
@@ -81,7 +84,8 @@ class AutoscalePoolConfig(_Strict):
     warm_min: int = Field(0, ge=0, le=4096)
     warm_max: int = Field(2, ge=0, le=4096)
     promote: float = 5.0
-    target_utilisation: float = Field(0.7, gt=0, le=1)
+    target_utilisation: float = Field(0.85, gt=0, le=1)
+    arrival_sigmas: float = Field(2.0, ge=0, le=10)
     replica_tokens_per_s: float = Field(0.0, ge=0)
     cold_start: float | None = None
     burn_threshold: float = Field(1.0, gt=0)

@@ -331,6 +331,48 @@ class Engine:
             self._loaded = 0
         return StepResult(now, duration, emitted, finished, preempted, num_tokens)
 
+    def decode_step(self, now: float) -> StepResult | None:
+        """The step :meth:`step` would run from ``now`` when the batch only decodes
+        (the conditions of :meth:`decode_until`, and its blocks free or evictable),
+        without the scheduler's general path; None when it is not such a step."""
+        running = self._running
+        p = self.profile
+        if (self._waiting or not running or self._jitter > 0.0 or self._loaded
+                or self.slowdown != 1.0 or len(running) > p.max_num_batched_tokens):
+            return None
+        bs = self._bs
+        need = 0
+        ctx_sum = 0
+        for seq in running:
+            if (seq.num_tokens - seq.num_computed != 1 or seq.num_computed < seq.prompt_len
+                    or seq.reg < len(seq.hashes)):
+                return None
+            need += (seq.num_computed + bs) // bs - seq.num_blocks
+            ctx_sum += seq.num_computed + 1
+        kv = self._kv
+        if need > kv.available():
+            return None
+        kv.allocate(need)
+        emitted: dict[str, int] = {}
+        finished: list[FinishedRequest] = []
+        for seq in running:
+            grow = (seq.num_computed + bs) // bs - seq.num_blocks
+            if grow > 0:
+                seq.num_private += grow
+                seq.num_blocks += grow
+            seq.num_computed += 1
+            seq.output += 1
+            seq.num_tokens += 1
+            emitted[seq.rid] = 1
+            if seq.output >= seq.max_tokens:
+                finished.append(seq.finished(aborted=False))
+        n = len(running)
+        self._c.generation_tokens += n
+        if finished:
+            self._retire(finished)
+        duration = max(p.t_floor_s, p.a_s_per_token * n) + p.b_s_per_ctx_token * ctx_sum
+        return StepResult(now, duration, emitted, finished, [], n)
+
     def decode_until(
         self, now: float, horizon: float
     ) -> tuple[float, dict[str, int], list[tuple[FinishedRequest, float]]]:

@@ -58,8 +58,9 @@ SCHEMA_VERSION = 1
 @dataclass(frozen=True, slots=True)
 class DayConfig:
     """The simulated day. ``peak_rps`` None: the "8-replica class" peak, the rate at
-    which ``spec.max_replicas`` replicas run at the target utilisation by the
-    profile's token-cost model. ``routing``: the gateway's routing profile (a
+    which ``spec.max_replicas`` replicas run at ``class_utilisation`` of their token
+    capacity by the profile's token-cost model (the static baselines are sized at
+    it too; the policies' own targets are theirs). ``routing``: the gateway's routing profile (a
     name of the routing profile table), ``gateway_queue`` whether the gateway queues
     (off by default: with it the simulator runs ~3x slower). ``jobs``: policies
     simulated in parallel processes. ``slo_target``: the interactive attainment a minute must
@@ -77,6 +78,7 @@ class DayConfig:
     slo_target: float = 0.99
     history_days: int = 7
     kpa_target_util: float = 0.7
+    class_utilisation: float = 0.7
 
 
 def dilate_profile(p: EngineProfile, k: float) -> EngineProfile:
@@ -119,7 +121,7 @@ class DayPlan:
 
     def need(self, rps: float) -> float:
         """Replicas (fractional) for ``rps`` undilated requests per second."""
-        return rps / self.k * self.work_per_request / self.cfg.spec.target_utilisation
+        return rps / self.k * self.work_per_request / self.cfg.class_utilisation
 
     @property
     def duration_s(self) -> float:
@@ -139,7 +141,7 @@ def plan_day(trace: Sequence[TraceRequest], cfg: DayConfig) -> DayPlan:
     peak = cfg.peak_rps
     if peak is None:
         # the rate the max pool serves at the target utilisation (undilated)
-        peak = cfg.spec.max_replicas * cfg.spec.target_utilisation / (work / cfg.rate_scale)
+        peak = cfg.spec.max_replicas * cfg.class_utilisation / (work / cfg.rate_scale)
     return DayPlan(cfg=cfg, profile=prof, costs=costs, curve=RateCurve(peak_rps=peak),
                    work_per_request=work, mean_prompt=mean_p, mean_output=mean_o,
                    time_scale=24.0 / cfg.day_hours)

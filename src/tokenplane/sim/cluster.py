@@ -449,7 +449,7 @@ class ClusterSim:
                         self._apply_fast(i, emitted, finished)
                     if not eng.has_work():
                         continue
-                res = eng.step(t)
+                res = (eng.decode_step(t) if fast else None) or eng.step(t)
                 pending[i] = res
                 # a step that did nothing (blocked admission) still advances a floor
                 dur = res.duration if res.duration > 0 else max(1e-4, self.profile.t_floor_s)

@@ -7,9 +7,10 @@ simulated state and acts on the policy's :class:`ScaleDecision` as an actuator
 would: a new replica cold-starts (``cold_start_s``: the profile's, weights loading)
 before it serves; a warm one is promoted in ``promote_s``; a removed one drains (no
 new requests, in-flight ones finish) and then stops, or joins the warm pool.
-The pool's token and request rates in the snapshot are averaged over the trailing
-``rate_window_s`` (60 s: what a Prometheus ``rate(...[1m])`` gives an autoscaler);
-the replicas' own rates (the capacity correction's input) over the last interval.
+The pool's token and request rates in the snapshot are measured over the last
+interval, as the gateway's controller measures them (``rate_window_s``: a trailing
+window instead, e.g. 60 s for what a Prometheus ``rate(...[1m])`` gives); the
+replicas' own rates (the capacity correction's input) over the last interval.
 It records replica-seconds per phase, the decisions, the cold starts and the
 per-minute pool, for :mod:`tokenplane.sim.autoscale_run`.
 """
@@ -81,7 +82,7 @@ class AutoscaledCluster(ClusterSim):
         burn_window_s: float = 300.0,
         interactive_class: str = "interactive",
         pool: str = "sim",
-        rate_window_s: float = 60.0,
+        rate_window_s: float | None = None,
     ) -> None:
         super().__init__(routing, engine_profile, classes, cfg)
         if not 1 <= initial <= cfg.replicas or initial + initial_warm > cfg.replicas:
@@ -95,7 +96,7 @@ class AutoscaledCluster(ClusterSim):
         self.burn_window_s = burn_window_s
         self.interactive = interactive_class
         self.pool = pool
-        self.rate_window_s = rate_window_s
+        self.rate_window_s = interval_s if rate_window_s is None else rate_window_s
         # (t, dt, arrived, uncached prompt tokens, output tokens) of the last intervals
         self._window: deque[tuple[float, float, int, int, int]] = deque()
         self.replicas = [Replica() for _ in range(cfg.replicas)]
@@ -224,9 +225,9 @@ class AutoscaledCluster(ClusterSim):
             miss = sum(1 for _, ok in self._outcomes if not ok) / len(self._outcomes)
             burn = miss / max(1e-9, 1.0 - self.slo_target)
         queued = len(self.scheduler) if self.scheduler is not None else 0
-        # pool rates over the trailing window, as a Prometheus rate(x[1m]) reads them
+        # pool rates over the trailing window (the last interval by default)
         self._window.append((now, dt, self._arrived, self._uncached, gen_delta))
-        while self._window and self._window[0][0] <= now - self.rate_window_s:
+        while self._window and self._window[0][0] <= now - self.rate_window_s + 1e-9:
             self._window.popleft()
         span = max(dt, sum(w[1] for w in self._window))
         snap = PoolSnapshot(
@@ -234,7 +235,7 @@ class AutoscaledCluster(ClusterSim):
             prompt_tokens_per_s=sum(w[3] for w in self._window) / span,
             output_tokens_per_s=sum(w[4] for w in self._window) / span,
             output_tokens_in_flight=max(0, sum(self.inflight_decode)),
-            requests_per_s=sum(w[2] for w in self._window) / span,
+            requests_per_s=sum(w[2] for w in self._window) / span, rate_window_s=span,
             queue_requests=queued, queue_tokens=max(0, self._queued_tokens),
             slo_burn=burn,
         )

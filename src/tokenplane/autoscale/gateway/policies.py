@@ -35,6 +35,7 @@ def pool_spec(cfg: AutoscalePoolConfig, cold_start_s: float, interval_s: float) 
         scale_up_window_s=cfg.scale_up_window, scale_down_window_s=cfg.scale_down_window,
         cooldown_s=cfg.cooldown, warm_min=cfg.warm_min, warm_max=cfg.warm_max,
         promote_s=cfg.promote, target_utilisation=cfg.target_utilisation,
+        arrival_sigmas=cfg.arrival_sigmas,
         cold_start_s=cold_start_s, replica_tokens_per_s=cfg.replica_tokens_per_s,
         interval_s=interval_s, burn_threshold=cfg.burn_threshold,
     )

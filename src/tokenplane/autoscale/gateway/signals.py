@@ -57,7 +57,7 @@ class PoolSignals:
         tally = _Tally(now, p.admitted_requests, p.admitted_prompt_tokens,
                        p.delivered_output_tokens)
         last, self._last = self._last, tally
-        rps = prompt_ps = output_ps = 0.0
+        rps = prompt_ps = output_ps = dt = 0.0
         if last is not None and now > last.at:
             dt = now - last.at
             rps = (tally.requests - last.requests) / dt
@@ -72,7 +72,7 @@ class PoolSignals:
         return PoolSnapshot(
             pool=self.alias, now=now, replicas=tuple(self._engine(r, now) for r in replicas),
             prompt_tokens_per_s=prompt_ps, output_tokens_per_s=output_ps,
-            output_tokens_in_flight=in_flight, requests_per_s=rps,
+            output_tokens_in_flight=in_flight, requests_per_s=rps, rate_window_s=dt,
             queue_requests=q_requests, queue_tokens=q_tokens, queue_wait_s=q_wait,
             slo_burn=burn, slo_budget_left=left,
         )
