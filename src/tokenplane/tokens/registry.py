@@ -25,12 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 from tokenplane.tokens.piece_floor import piece_floor
+from tokenplane.tokens.space_splits import PATTERNS
+from tokenplane.tokens.word_counts import WordCounts
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
+# text up to this long is counted from its words (tokens/word_counts.py: a new text of
+# 16k characters in about 0.3 ms, holding the GIL); longer, by tiktoken, which lets other
+# threads run
+WORDS_MAX_CHARS = 16384
 HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
 
 
@@ -53,10 +62,14 @@ class TiktokenTokenizer:
     Text containing no special token's first character skips tiktoken's per-call special
     token set handling (``encode_ordinary``, about 3x faster on short texts).
 
-    ``count`` of short ASCII text holding no special-token text runs in Python without
-    releasing the GIL (:mod:`tokenplane.tokens.ascii_bpe`, exact); ``count_many`` counts
-    several texts with at most one tiktoken call (the texts joined by a special token,
-    which tiktoken never merges across).
+    ``count`` of text up to ``WORDS_MAX_CHARS`` holding no special-token text sums its
+    words' memoised counts where the encoding's pattern is one of
+    ``space_splits.PATTERNS`` (``space_splits``: then every space between two non-space
+    characters is a break, :mod:`tokenplane.tokens.word_counts`; exact); new words are
+    counted in Python without releasing the GIL for ASCII
+    (:mod:`tokenplane.tokens.ascii_bpe`, exact); ``count_many`` counts several texts
+    with at most one tiktoken call (the texts joined by a special token, which tiktoken
+    never merges across).
     """
 
     def __init__(self, name: str, encoding: Any, nfc: bool = False) -> None:
@@ -76,8 +89,27 @@ class TiktokenTokenizer:
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
         self._floor: CharFloor | None = None
-        self._piece_floor = None if short else piece_floor(getattr(encoding, "_pat_str", None),
-                                                            nfc)
+        pattern = getattr(encoding, "_pat_str", None)
+        self._piece_floor = None if short else piece_floor(pattern, nfc)
+        self._words = WordCounts(self._count_direct_many, encoding.encode_ordinary,
+                                 self._token_bytes) if not short and pattern in PATTERNS \
+            else None
+        # whether a space between two non-space characters, and a newline before "[",
+        # are pre-token breaks (tokens/space_splits.py)
+        self.space_splits = self._words is not None
+
+    def _token_bytes(self) -> npt.NDArray[np.int64]:
+        """Each ordinary token's length in bytes, by id."""
+        ranks: dict[bytes, int] = self._enc._mergeable_ranks
+        out = np.zeros(max(ranks.values(), default=0) + 1, np.int64)
+        out[np.fromiter(ranks.values(), np.int64, len(ranks))] = np.fromiter(
+            map(len, ranks), np.int64, len(ranks))
+        return out
+
+    def _ordinary(self, text: str) -> bool:
+        """Whether ``text`` holds no special-token text."""
+        # (looking for one character first is faster)
+        return not any(h[0] in text and h in text for h in self._heads)
 
     def char_floor(self) -> CharFloor:
         """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
@@ -118,6 +150,11 @@ class TiktokenTokenizer:
         return text
 
     def count(self, text: str) -> int:
+        words = self._words
+        if words is not None and len(text) <= WORDS_MAX_CHARS and self._ordinary(text):
+            if self._nfc and not text.isascii():
+                text = unicodedata.normalize("NFC", text)
+            return words.count(text)
         fast = self._ascii
         if fast is not None and len(text) <= ASCII_MAX_CHARS and text.isascii():
             for h in self._heads:
@@ -128,7 +165,25 @@ class TiktokenTokenizer:
         return len(self.encode(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """``[self.count(t) for t in texts]``, with at most one call into tiktoken."""
+        """``[self.count(t) for t in texts]``, with at most one call into tiktoken
+        (besides those counting new words)."""
+        if self._words is None:
+            return self._count_direct_many(texts)
+        out = [0] * len(texts)
+        rest: list[int] = []
+        for i, text in enumerate(texts):
+            if len(text) <= WORDS_MAX_CHARS and self._ordinary(text):
+                out[i] = self.count(text)
+            else:
+                rest.append(i)
+        if rest:
+            for i, n in zip(rest, self._count_direct_many([texts[i] for i in rest]),
+                            strict=True):
+                out[i] = n
+        return out
+
+    def _count_direct_many(self, texts: Sequence[str]) -> list[int]:
+        """``count_many`` by tokenizing each text (the short ASCII ones in Python)."""
         out = [0] * len(texts)
         rest: list[int] = []
         for i, text in enumerate(texts):
