@@ -62,15 +62,23 @@ def _account(packed, docs: list[Document], tok: Tokenizer) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=_docs(), budget=st.integers(0, 1500), spec=st.sampled_from(SPECS),
-       query=_text(), original=st.booleans(), header=st.booleans())
+       query=_text(), original=st.booleans(), header=st.booleans(), joins=st.booleans())
 def test_never_over_budget_exact_counts(tokenizers: dict[str, Tokenizer], docs: list[Document],
                                         budget: int, spec: str, query: str, original: bool,
-                                        header: bool) -> None:
+                                        header: bool, joins: bool) -> None:
+    """Also with the block counted from its pieces (``joins``): the same result."""
     tok = tokenizers[spec]
     opts = PackOptions(order="original" if original else "relevance",
                        header=PackOptions().header if header else "",
                        rank="bm25")
-    packed = ContextPacker().pack(query, docs, budget, tok.count, opts)
+    packed = ContextPacker().pack(query, docs, budget, tok.count, opts,
+                                  joins=tok if joins else None)  # type: ignore[arg-type]
+    if joins:
+        whole = ContextPacker().pack(query, docs, budget, tok.count, opts)
+        assert (packed.text, packed.tokens, packed.kept, packed.dropped, packed.citations,
+                packed.offered_tokens) == (whole.text, whole.tokens, whole.kept,
+                                           whole.dropped, whole.citations,
+                                           whole.offered_tokens)
     assert packed.tokens == (tok.count(packed.text) if packed.text else 0)
     assert packed.tokens <= budget
     _account(packed, docs, tok)

@@ -22,10 +22,11 @@ documents' counts, the passed-over ones' reasons) is done before returning, or w
    ends); the other passed-over ones are dropped as duplicates of a kept document
    (looked for all at once) or for the ``budget``;
 5. lay the kept documents out in rank or given order, numbered ``[1]``, ``[2]``... in
-   the order they appear, and count the block exactly: while it is over the budget
-   (token merges across the pieces' joins can differ from the sum of their counts),
-   the cut document, then the lowest-ranked kept one, is taken out again. The block
-   is never over the budget.
+   the order they appear, and count the block exactly (with ``joins``, from the
+   documents' counts and a few words at each join, ``context/block_count.py``; else by
+   counting it): while it is over the budget (token merges across the pieces' joins
+   can differ from the sum of their counts), the cut document, then the lowest-ranked
+   kept one, is taken out again. The block is never over the budget.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenplane.context.analysis import Analysis, AnalysisCache
+from tokenplane.context.block_count import SEPARATOR, block_tokens
 from tokenplane.context.bm25 import Terms, bm25_scores
 from tokenplane.context.documents import (
     Document,
@@ -47,9 +49,9 @@ from tokenplane.context.documents import (
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.text import first_sentence_end, sentence_ends
+from tokenplane.tokens.space_splits import SplitCounting
 
 Count = Callable[[str], int]
-SEPARATOR = "\n\n"
 DEFAULT_OPTIONS = PackOptions()
 
 
@@ -58,13 +60,13 @@ class _Chosen:
     index: int
     rank: int
     text: str
-    tokens: int
+    tokens: int  # what the accounting says it kept (at most the document's count)
+    exact: int  # the count of ``text``
     truncated: bool = False
 
 
-def _piece(doc: Document, marker: int, text: str) -> str:
-    src = f"({doc.source}) " if doc.source else ""
-    return f"[{marker}] {src}{text}"
+def _prefix(doc: Document, marker: int) -> str:
+    return f"[{marker}] ({doc.source}) " if doc.source else f"[{marker}] "
 
 
 def has_all_scores(documents: Sequence[Document]) -> bool:
@@ -128,12 +130,14 @@ class ContextPacker:
 
     def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
              options: PackOptions = DEFAULT_OPTIONS, floor: Count | None = None,
-             defer: bool = False) -> Packed:
+             defer: bool = False, joins: SplitCounting | None = None) -> Packed:
         """Packs ``documents``; ``floor``: a lower bound of ``count`` that costs no
         tokenizing (a document whose floor cannot fit is passed over uncounted).
         ``defer``: the documents the decision did not need are counted (and the reason
         they were dropped, ``duplicate`` or ``budget``, worked out) only by
-        ``Packed.settle()``; else before returning."""
+        ``Packed.settle()``; else before returning. ``joins``: the tokenizer ``count``
+        counts with, where its pre-tokens break at the block's joins
+        (``context/block_count.py``): the block is then counted from its pieces."""
         docs = list(documents)
         counts: list[int | None] = [None] * len(docs)
         analyses: list[Analysis | None] = [None] * len(docs)
@@ -169,7 +173,7 @@ class ContextPacker:
             src = docs[i].source
             found = overhead.get(src)
             if found is None:
-                found = overhead[src] = sep_cost + count(_piece(docs[i], int(wide), ""))
+                found = overhead[src] = sep_cost + count(_prefix(docs[i], int(wide)))
             return found
 
         def duplicates(ixs: list[int]) -> list[Dropped | None]:
@@ -211,7 +215,7 @@ class ContextPacker:
             if dup is not None:
                 dropped.append(dup)
                 continue
-            chosen.append(_Chosen(i, r, text, tokens(i)))
+            chosen.append(_Chosen(i, r, text, tokens(i), tokens(i)))
             by_key.setdefault(an(i).key, i)
             kept_sigs.add(i, an(i))
             used += need
@@ -236,7 +240,7 @@ class ContextPacker:
 
         offered = sum(n for n in counts if n is not None)
         packed = self._lay_out(docs, tokens, chosen, dropped, header, budget, count, options,
-                               offered)
+                               offered, joins)
         packed.deferred = settle
         if not defer:
             packed.settle()
@@ -278,23 +282,29 @@ class ContextPacker:
             if best < 0:
                 continue
             prefix = text[:ends[best]].rstrip()
-            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)), True))
+            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)),
+                                  best_tokens, True))
             return i
         return None
 
     def _lay_out(self, docs: list[Document], tokens: Callable[[int], int], chosen: list[_Chosen],
                  dropped: list[Dropped], header: str, budget: int, count: Count,
-                 options: PackOptions, offered: int) -> Packed:
+                 options: PackOptions, offered: int, joins: SplitCounting | None) -> Packed:
         while True:
             if options.order == "original":
                 placed = sorted(chosen, key=lambda c: c.index)
             else:
                 placed = sorted(chosen, key=lambda c: c.rank)
-            pieces = [_piece(docs[c.index], m, c.text) for m, c in enumerate(placed, 1)]
-            if pieces and header:
-                pieces.insert(0, header)
-            text = SEPARATOR.join(pieces)
-            block = count(text) if text else 0
+            pieces = [(_prefix(docs[c.index], m), c.text, c.exact)
+                      for m, c in enumerate(placed, 1)]
+            lines = [p + t for p, t, _ in pieces]
+            if lines and header:
+                lines.insert(0, header)
+            text = SEPARATOR.join(lines)
+            if joins is not None:
+                block = block_tokens(header, pieces, joins, count)
+            else:
+                block = count(text) if text else 0
             if block <= budget:
                 break
             # over by the joins: take out the cut document, else the lowest-ranked one

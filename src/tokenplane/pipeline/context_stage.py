@@ -167,7 +167,7 @@ class ContextStage:
             return budget, self.packer.pack(user_turn(ctx.body[field]), docs, budget,
                                             lambda t: self.counters.count_text(model, t),
                                             opts, lambda t: self.counters.floor_text(model, t),
-                                            defer=True)
+                                            defer=True, joins=self.counters.joins(model))
 
         if self.offload is not None and len(ctx.raw) >= OFFLOAD_BYTES:
             # many documents: counted and analysed off the loop, in turn per tenant

@@ -25,8 +25,14 @@ from tokenplane.tokens.estimator import Estimator
 from tokenplane.tokens.floor_parts import FloorParts
 from tokenplane.tokens.ids import check_token_ids, vocab_size
 from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
-from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
+from tokenplane.tokens.registry import (
+    HFTokenizer,
+    TiktokenTokenizer,
+    TokenizerRegistry,
+    UnknownTokenizerError,
+)
 from tokenplane.tokens.segments import SegmentCache
+from tokenplane.tokens.space_splits import SplitCounting
 from tokenplane.tokens.templates import make_template
 
 log = logging.getLogger("tokenplane.tokens")
@@ -255,6 +261,18 @@ class ModelCounters:
             return known
         floor = getattr(tok, "token_floor", None)
         return int(floor(text)) if floor is not None else 0
+
+    def joins(self, model: ModelConfig) -> SplitCounting | None:
+        """The alias's tokenizer where its pre-tokens break at a context block's joins
+        (``tokens/space_splits.py``), so the packer counts the block from its pieces'
+        counts (``context/block_count.py``); None for an estimated alias or a
+        tokenizer without that proof (the block is then counted)."""
+        if model.alias in self._estimated:
+            return None
+        tok = self._by_alias[model.alias].template.tokenizer
+        if isinstance(tok, TiktokenTokenizer | HFTokenizer) and tok.space_splits:
+            return tok
+        return None
 
     def count_text(self, model: ModelConfig, text: str) -> int:
         est = self._estimated.get(model.alias)

@@ -32,7 +32,7 @@ from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 from tokenplane.tokens.piece_floor import piece_floor
-from tokenplane.tokens.space_splits import PATTERNS
+from tokenplane.tokens.space_splits import PATTERNS, hf_heads_of
 from tokenplane.tokens.word_counts import WordCounts
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
@@ -106,7 +106,7 @@ class TiktokenTokenizer:
             map(len, ranks), np.int64, len(ranks))
         return out
 
-    def _ordinary(self, text: str) -> bool:
+    def ordinary(self, text: str) -> bool:
         """Whether ``text`` holds no special-token text."""
         # (looking for one character first is faster)
         return not any(h[0] in text and h in text for h in self._heads)
@@ -151,7 +151,7 @@ class TiktokenTokenizer:
 
     def count(self, text: str) -> int:
         words = self._words
-        if words is not None and len(text) <= WORDS_MAX_CHARS and self._ordinary(text):
+        if words is not None and len(text) <= WORDS_MAX_CHARS and self.ordinary(text):
             if self._nfc and not text.isascii():
                 text = unicodedata.normalize("NFC", text)
             return words.count(text)
@@ -167,19 +167,20 @@ class TiktokenTokenizer:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """``[self.count(t) for t in texts]``, with at most one call into tiktoken
         (besides those counting new words)."""
-        if self._words is None:
+        words = self._words
+        if words is None:
             return self._count_direct_many(texts)
         out = [0] * len(texts)
+        mine: list[int] = []
         rest: list[int] = []
         for i, text in enumerate(texts):
-            if len(text) <= WORDS_MAX_CHARS and self._ordinary(text):
-                out[i] = self.count(text)
-            else:
-                rest.append(i)
-        if rest:
-            for i, n in zip(rest, self._count_direct_many([texts[i] for i in rest]),
-                            strict=True):
-                out[i] = n
+            (mine if len(text) <= WORDS_MAX_CHARS and self.ordinary(text) else rest).append(i)
+        nfc = self._nfc
+        counts = words.count_many(
+            [unicodedata.normalize("NFC", texts[i]) if nfc else texts[i] for i in mine],
+            [texts[i] for i in rest])
+        for i, n in zip(mine + rest, counts, strict=True):
+            out[i] = n
         return out
 
     def _count_direct_many(self, texts: Sequence[str]) -> list[int]:
@@ -243,8 +244,25 @@ class HFTokenizer:
         self._tok = tokenizer
         self.n_vocab: int = int(tokenizer.get_vocab_size(with_added_tokens=True))
         self._floor: CharFloor | bool | None = False  # False: not worked out yet
+        # the added tokens' first two characters where the breaks of
+        # tokens/space_splits.py hold (None: they do not; False: not worked out yet)
+        self._heads: frozenset[str] | bool | None = False
         # ``encode`` holds the GIL throughout; the batch call (without offsets) does not
         self._batch = getattr(tokenizer, "encode_batch_fast", None)
+
+    @property
+    def space_splits(self) -> bool:
+        """Whether a space between two non-space characters, and a newline before "[",
+        are pre-token breaks (``tokens/space_splits.py``, read from the tokenizer.json)."""
+        if self._heads is False:
+            self._heads = hf_heads_of(self._tok.to_str())
+        return self._heads is not None
+
+    def ordinary(self, text: str) -> bool:
+        """Whether ``text`` holds no added token's text (only where ``space_splits``)."""
+        heads = self._heads if self.space_splits else None
+        return isinstance(heads, frozenset) and not any(
+            h[0] in text and h in text for h in heads)
 
     def char_floor(self) -> CharFloor | None:
         """Byte-level BPE only (``tokens/char_floor.py``); None for other kinds."""

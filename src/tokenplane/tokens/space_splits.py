@@ -58,6 +58,10 @@ the pattern; the callers check).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
 # tiktoken pattern strings (``Encoding._pat_str``) and Hugging Face ``Split`` regexes
 _WS = r"\s*[\r\n]+|\s+(?!\S)|\s+"
 CL100K = (r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+"
@@ -87,6 +91,18 @@ PATTERNS: frozenset[str] = frozenset({CL100K, CL100K_OLD, QWEN, QWEN3_5, O200K})
 SPLIT_SEQUENCES: frozenset[tuple[str, ...]] = frozenset({
     (CL100K_OLD,), (QWEN,), (QWEN3_5,), (LLAMA3,), (O200K,), DEEPSEEK_V3,
 })
+
+
+
+class SplitCounting(Protocol):
+    """A tokenizer whose pre-tokens break where the module doc says (its
+    ``space_splits``): exact counts, and which texts hold special-token text (where
+    the breaks are not claimed)."""
+
+    def count(self, text: str) -> int: ...
+
+    def ordinary(self, text: str) -> bool: ...
+
 
 _ASCII = bytes(range(128))
 # whitespace (Python's str.isspace on ASCII: \x1c-\x1f too) to " ", the rest to "x"; then
@@ -160,3 +176,60 @@ def last_break(text: str) -> int | None:
     while p >= 0 and not _is_break(text, p):
         p = text.rfind(" ", 0, p)
     return p if p >= 0 else None
+
+
+def _heads(contents: list[str]) -> frozenset[str]:
+    return frozenset(c[:2] for c in contents if c)
+
+
+def hf_heads(spec: Mapping[str, Any]) -> frozenset[str] | None:
+    """For a Hugging Face ``tokenizer.json`` (parsed) whose breaks are those read above
+    (a byte-level BPE model; no normalizer but NFC, which never joins across a space or
+    a newline; ``Isolated`` splits by one of ``SPLIT_SEQUENCES`` then ``ByteLevel``
+    without its own regex; added tokens that strip nothing and hold no space, newline
+    or ``[``), the first two characters of its added tokens (text holding none of them
+    holds no added token); else None."""
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE" or model.get("dropout") or model.get("byte_fallback"):
+        return None
+    norm = spec.get("normalizer")
+    norms: list[Any] = list(norm.get("normalizers") or []) if isinstance(norm, Mapping) \
+        and norm.get("type") == "Sequence" else [norm] if norm else []
+    if any(not isinstance(n, Mapping) or n.get("type") != "NFC" for n in norms):
+        return None
+    pre = spec.get("pre_tokenizer")
+    found: list[Any] = list(pre.get("pretokenizers") or []) if isinstance(pre, Mapping) \
+        and pre.get("type") == "Sequence" else [pre]
+    steps: list[Mapping[str, Any]] = [s for s in found if isinstance(s, Mapping)]
+    if not steps or len(steps) != len(found):
+        return None
+    *splits, last = steps
+    if last.get("type") != "ByteLevel" or last.get("use_regex", True) or \
+            last.get("add_prefix_space", True):
+        return None
+    regexes: list[str] = []
+    for s in splits:
+        pattern = s.get("pattern") or {}
+        if s.get("type") != "Split" or s.get("behavior") != "Isolated" or s.get("invert") \
+                or not isinstance(pattern.get("Regex"), str):
+            return None
+        regexes.append(pattern["Regex"])
+    if tuple(regexes) not in SPLIT_SEQUENCES:
+        return None
+    added = spec.get("added_tokens") or []
+    contents: list[str] = []
+    for a in added:
+        content = str(a.get("content", ""))
+        if a.get("lstrip") or a.get("rstrip") or a.get("single_word") or \
+                any(c in content for c in " \n["):
+            return None
+        contents.append(content)
+    return _heads(contents)
+
+
+def hf_heads_of(tokenizer_json: str) -> frozenset[str] | None:
+    try:
+        spec = json.loads(tokenizer_json)
+    except ValueError:
+        return None
+    return hf_heads(spec) if isinstance(spec, Mapping) else None

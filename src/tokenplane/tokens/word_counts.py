@@ -86,6 +86,29 @@ class WordCounts:
         self._store(rest, new, counts)
         return head + sum(map(known.__getitem__, later))  # type: ignore[arg-type]
 
+    def count_many(self, texts: Sequence[str], others: Sequence[str] = ()
+                   ) -> list[int]:
+        """``[self.count(t) for t in texts]`` and then ``count_many(others)``'s counts,
+        with one ``count_many`` call for all the new words and the ``others``."""
+        split = [words(t) for t in texts]
+        firsts, rest = self._first, self._rest
+        heads = dict.fromkeys(ws[0] for ws in split)
+        later = dict.fromkeys(w for ws in split for w in ws[1:])
+        known_heads = dict(zip(heads, map(firsts.get, heads), strict=True))
+        known = dict(zip(later, map(rest.get, later), strict=True))
+        new_heads = [w for w, n in known_heads.items() if n is None]
+        new = [w for w, n in known.items() if n is None]
+        batch = [" " + w for w in new] + new_heads + list(others)
+        counts = self._count_many(batch) if batch else []
+        a, b = len(new), len(new) + len(new_heads)
+        known.update(zip(new, counts[:a], strict=True))
+        known_heads.update(zip(new_heads, counts[a:b], strict=True))
+        self._store(rest, new, counts[:a])
+        self._store(firsts, new_heads, counts[a:b])
+        out = [(known_heads[ws[0]] or 0) + sum(map(known.__getitem__, ws[1:]))  # type: ignore[arg-type]
+               for ws in split]
+        return out + counts[b:]
+
     def _whole(self, text: str, ws: list[str]) -> int:
         """Tokenizes ``text`` whole; its words' counts go to the memo when the tokens'
         ends fall on the words' ends, as they must."""
