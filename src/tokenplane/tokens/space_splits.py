@@ -109,6 +109,8 @@ _ASCII = bytes(range(128))
 # with only the spaces as " " (other whitespace "\n"; non-ASCII whitespace is looked at
 # apart)
 _BLANKS = bytes(32 if c < 128 and chr(c).isspace() else 120 for c in range(256))
+# whitespace to every tokenizer (Rust's and Oniguruma's \s, Python's) to " ", the rest "x"
+_RUNS = bytes(32 if c in b" \t\n\x0b\x0c\r" else 120 for c in range(256))
 _SPACES = bytes(32 if c == 32 else 10 if c < 128 and chr(c).isspace() else 120
                 for c in range(256))
 
@@ -156,6 +158,18 @@ def words(text: str) -> list[str]:
         else:
             out[-1] = out[-1] + " " + cur
     return out
+
+
+def runs_floor(text: str) -> int:
+    """The fewest tokens ``text`` can take: its runs of non-whitespace, each at least
+    one token, since no piece of these patterns holds a non-space character, then
+    whitespace, then a non-space character (a space only leads a piece, newlines only
+    end a punctuation piece); special tokens hold no whitespace. Whitespace here is
+    ASCII's `` \t\n\v\f\r`` only (whitespace to every tokenizer; taking other
+    whitespace for text only joins runs), so one ``translate`` and one ``count``: about
+    0.6-0.75 of the count on prose, at a tenth of the cost of the piece floor."""
+    c = text.encode("utf-8", "surrogatepass").translate(_RUNS)
+    return c.count(b" x") + c.startswith(b"x")
 
 
 def _is_break(text: str, p: int) -> bool:
