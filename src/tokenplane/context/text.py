@@ -41,7 +41,7 @@ def units(text: str) -> list[str]:
     punctuation to spaces in one ``bytes.translate``, then ``str.split``: 20-50 times
     faster than the regular expression); so does other text with no Chinese or
     Japanese character: a unit is a run of characters ``str.isalnum`` (the expression's
-    ``[^\W_]``), so each other character is a space, and the few distinct non-ASCII
+    ``[^\\W_]``), so each other character is a space, and the few distinct non-ASCII
     ones are looked at one by one."""
     if text.isascii():
         return text.encode("ascii").translate(_ASCII_UNITS).decode("ascii").split()
