@@ -82,11 +82,12 @@ def signature(shingles: U64Array) -> U64Array:
 
 
 def estimates(sig: U64Array, others: U64Array) -> npt.NDArray[np.float64]:
-    """Estimated Jaccard similarity of signatures (along the last axis; broadcast)."""
-    both_empty = (sig == _EMPTY) & (others == _EMPTY)
-    match = (sig == others) & ~both_empty
-    used = BINS - both_empty.sum(axis=-1)
-    out: npt.NDArray[np.float64] = match.sum(axis=-1) / np.maximum(used, 1)
+    """Estimated Jaccard similarity of signatures (along the last axis; broadcast): the
+    share of equal minima among the bins not empty in both."""
+    eq = sig == others
+    both_empty = (eq & (sig == _EMPTY)).sum(axis=-1)
+    out: npt.NDArray[np.float64] = (eq.sum(axis=-1) - both_empty) / np.maximum(
+        BINS - both_empty, 1)
     return out
 
 

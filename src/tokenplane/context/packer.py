@@ -91,7 +91,8 @@ class _KeptSignatures:
         ``floor`` or more (one vectorised comparison for all of them)."""
         if not self.index or not ans:
             return [[] for _ in ans]
-        sigs = np.stack([a.signature for a in ans])
+        sigs = ans[0].signature[None] if len(ans) == 1 else np.stack(
+            [a.signature for a in ans])
         est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])
         rows, cols = np.nonzero(est >= floor)
         out: list[list[int]] = [[] for _ in ans]

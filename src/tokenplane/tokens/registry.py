@@ -108,8 +108,11 @@ class TiktokenTokenizer:
 
     def ordinary(self, text: str) -> bool:
         """Whether ``text`` holds no special-token text."""
-        # (looking for one character first is faster)
-        return not any(h[0] in text and h in text for h in self._heads)
+        heads = self._heads
+        if len(heads) == 1:  # (tiktoken's encodings: "<|"; one character is found faster)
+            h = heads[0]
+            return not (h[0] in text and h in text)
+        return not any(h[0] in text and h in text for h in heads)
 
     def char_floor(self) -> CharFloor:
         """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
