@@ -4,25 +4,29 @@ gateway's per-alias counter: tokenizer + segment cache):
 
 - cold: fresh chunks every call (each chunk's text made new by a per-call prefix, so
   neither the segment cache nor the analysis cache has seen it: RAG's real case, new
-  chunks per request);
+  chunks per request; the tokenizer's word memo, ``tokens/word_counts.py``, has seen
+  their words, as it has in a gateway that has served the corpus before);
+- cold, new words: the same, with the word memo emptied before every call (the first
+  requests of a gateway, or a corpus of words never seen);
 - warm: the same chunks every call (both caches hold them).
 
 Before and after, alternating call by call in one run (the box is shared and noisy):
 
-- before: the packer as of ``--before-ref`` (default: the commit before it counted
-  lazily, read with ``git show``):
-  every document counted and analysed up front;
-- after (decision): ``pack(floor=..., defer=True)`` as the chat path calls it: only
-  the documents the decision needs are counted and analysed; what the request waits
-  for;
-- after (settle): ``Packed.settle()``, the rest of the exact accounting, which the
-  gateway runs on a worker thread while the upstream answers (not on the request's
-  path).
+- before: the packer *and the tokenizers* as of ``--before-ref`` (default: the main
+  branch this work started from), read with ``git archive`` into a package of their
+  own (``tokenplane_before``), so the before side runs the old counting, BM25 and
+  analysis code; as the chat path called it then: ``pack(floor=..., defer=True)``;
+- after (decision): ``pack(floor=..., defer=True, joins=...)`` as the chat path calls
+  it now; what the request waits for;
+- settle: ``Packed.settle()``, the rest of the exact accounting, which the gateway runs
+  on a worker thread while the upstream answers (not on the request's path).
 
-Wall-clock medians, and the median of the thread's CPU time (what a loaded machine's
-scheduler does not inflate). Chunks are the project's own docs (docs/*.md) cut into
-400-token chunks (whole sentences, at least 400 tokens), 50 per call; the query is a
-question about them; the documents carry no scores (BM25 ranks them) unless ``scores``.
+Medians and p95s of the wall clock and of the thread's CPU time (what a loaded
+machine's scheduler does not inflate); the load average is printed. Chunks are the
+project's own docs (docs/*.md) cut into 400-token chunks (whole sentences, at least 400
+tokens), 50 per call; the query is a question about them; the documents carry no scores
+(BM25 ranks them) unless ``scores``. Every call's decision is checked equal on both
+sides (text, tokens, kept, citations) and, settled, the whole accounting.
 
     python bench/bench_context_pack.py [--n 200] [--tokenizer tiktoken:cl100k_base]
 """
@@ -30,15 +34,19 @@ question about them; the documents carry no scores (BM25 ranks them) unless ``sc
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import io
+import os
 import re
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tokenplane.context.analysis import AnalysisCache
@@ -51,8 +59,10 @@ from tokenplane.tokens.segments import SegmentCache
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = "How does admission reserve tokens and settle budgets when a stream ends early?"
 BUDGET = 4000
-# the packer before it counted lazily (issue 16's cold path): the merge of i16-context
-BEFORE_REF = "1a3e3fd"
+# main as issue 16's cold-path work started from it (the packer counting lazily, the
+# block counted whole, BM25 from a Counter per text, tokenizing every new text)
+BEFORE_REF = "746d678"
+KEYS = ("cold_before", "cold_after", "cold_new_words", "settle", "warm_before", "warm_after")
 
 
 def chunks(tok: Tokenizer, size: int, count: int) -> list[str]:
@@ -71,21 +81,35 @@ def chunks(tok: Tokenizer, size: int, count: int) -> list[str]:
     return out
 
 
-def before_packer(ref: str) -> Any:
-    """The ``ContextPacker`` class of ``ref`` (None when git cannot give it)."""
+def before_modules(ref: str) -> SimpleNamespace | None:
+    """``tokenplane/context`` and ``tokenplane/tokens`` of ``ref`` as a package of their
+    own, ``tokenplane_before`` (their imports of each other rewritten), so the before
+    side runs that commit's packer, BM25, analysis and tokenizers; None when git
+    cannot give them."""
     try:
-        src = subprocess.run(["git", "show", f"{ref}:src/tokenplane/context/packer.py"],
-                             cwd=ROOT, capture_output=True, check=True, text=True).stdout
+        tar = subprocess.run(["git", "archive", ref, "src/tokenplane/context",
+                              "src/tokenplane/tokens"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    path = Path(tempfile.mkdtemp()) / "packer_before.py"
-    path.write_text(src, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("packer_before", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["packer_before"] = mod
-    spec.loader.exec_module(mod)
-    return mod.ContextPacker
+    root = Path(tempfile.mkdtemp())
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(root, filter="data")
+    package = root / "tokenplane_before"
+    (root / "src" / "tokenplane").rename(package)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    for path in package.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        path.write_text(re.sub(r"\btokenplane\.", "tokenplane_before.", source),
+                        encoding="utf-8")
+    sys.path.insert(0, str(root))
+    names = {"packer": "context.packer", "analysis": "context.analysis",
+             "registry": "tokens.registry", "segments": "tokens.segments"}
+    mods = {k: importlib.import_module(f"tokenplane_before.{v}") for k, v in names.items()}
+    return SimpleNamespace(ContextPacker=mods["packer"].ContextPacker,
+                           AnalysisCache=mods["analysis"].AnalysisCache,
+                           TokenizerRegistry=mods["registry"].TokenizerRegistry,
+                           SegmentCache=mods["segments"].SegmentCache)
 
 
 def _timed(fn: Callable[[], Any], wall: list[float], cpu: list[float]) -> Any:
@@ -96,60 +120,92 @@ def _timed(fn: Callable[[], Any], wall: list[float], cpu: list[float]) -> Any:
     return out
 
 
-def run(spec: str, n: int, scores: bool, before_cls: Any) -> dict[str, float]:
+def _counting(tok: Any, cache: Any) -> tuple[Callable[[str], int], Callable[..., int]]:
+    """``count`` and ``floor`` as ``ModelCounters.count_text`` / ``floor_text`` give
+    them: through the segment cache; the cached count, else the tokenizer's floor (the
+    before side's takes no ``above``)."""
+    piece: Callable[..., int] = getattr(tok, "token_floor", lambda t, *above: 0)
+
+    def count(t: str) -> int:
+        n: int = cache.count(tok, t)
+        return n
+
+    def floor(t: str, *above: int) -> int:
+        known = cache.peek(tok, t)
+        return known if known is not None else piece(t, *above)
+
+    return count, floor
+
+
+def _decision(p: Any) -> tuple[Any, ...]:
+    return (p.text, p.tokens, [(k.id, k.marker, k.tokens, k.truncated) for k in p.kept],
+            p.citations)
+
+
+def _accounting(p: Any) -> tuple[Any, ...]:
+    return (sorted((d.id, d.reason, d.tokens, d.of) for d in p.dropped), p.offered_tokens)
+
+
+def run(spec: str, n: int, scores: bool, before: SimpleNamespace | None) -> dict[str, float]:
     tok = TokenizerRegistry().get(spec)
-    piece: Callable[[str], int] = getattr(tok, "token_floor", lambda t: 0)
     texts = chunks(tok, 400, 50)
 
     def docs_for(prefix: str) -> list[Document]:
         return [Document(f"c{i}", prefix + t, score=float(i % 7) if scores else None)
                 for i, t in enumerate(texts)]
 
-    cache = SegmentCache()
-
-    def count(t: str) -> int:
-        return cache.count(tok, t)
-
-    def floor(t: str) -> int:  # as ModelCounters.floor_text: the cached count, else
-        known = cache.peek(tok, t)
-        return known if known is not None else piece(t)
-
+    count, floor = _counting(tok, SegmentCache())
+    joins = tok if getattr(tok, "space_splits", False) else None
+    forget: Callable[[], None] = getattr(tok, "forget_words", lambda: None)
     warm_docs = docs_for("")
-    after, before = ContextPacker(), before_cls() if before_cls else None
+    after = ContextPacker()
     ref = after.pack(QUERY, warm_docs, BUDGET, count)
     assert ref.tokens <= BUDGET and ref.offered_tokens == ref.kept_tokens + ref.dropped_tokens
+    old = bcount = bfloor = None
     if before is not None:
-        old = before.pack(QUERY, warm_docs, BUDGET, count)
-        assert (old.text, old.dropped, old.offered_tokens) == (ref.text, ref.dropped,
-                                                              ref.offered_tokens)
-    m: dict[str, list[float]] = {k: [] for k in (
-        "cold_before", "cold_before_cpu", "cold_after", "cold_after_cpu", "settle",
-        "settle_cpu", "warm_before", "warm_before_cpu", "warm_after", "warm_after_cpu")}
+        btok = before.TokenizerRegistry().get(spec)
+        bcount, bfloor = _counting(btok, before.SegmentCache())
+        old = before.ContextPacker()
+        assert _decision(old.pack(QUERY, warm_docs, BUDGET, bcount)) == _decision(ref)
+    m: dict[str, list[float]] = {k + x: [] for k in KEYS for x in ("", "_cpu")}
     for k in range(n):
-        # cold: chunks no cache has seen (a new prefix each call), fresh packers
+        # cold: chunks no cache has seen (a new prefix each call), fresh packers; each
+        # side has caches of its own, so the same chunks are new to both
         fresh = docs_for(f"({k}) ")
-        if before is not None:
-            b = before_cls(cache=AnalysisCache())
-            _timed(lambda b=b, d=fresh: b.pack(QUERY, d, BUDGET, count), m["cold_before"],
-                   m["cold_before_cpu"])
-            fresh = docs_for(f"({k}') ")  # the one just packed is warm now
         a = ContextPacker(cache=AnalysisCache())
         packed = _timed(lambda a=a, d=fresh: a.pack(QUERY, d, BUDGET, count, floor=floor,
-                                                     defer=True),
+                                                     defer=True, joins=joins),
                         m["cold_after"], m["cold_after_cpu"])
+        if old is not None and before is not None:
+            b = before.ContextPacker(cache=before.AnalysisCache())
+            was = _timed(lambda b=b, d=fresh: b.pack(QUERY, d, BUDGET, bcount, floor=bfloor,
+                                                     defer=True),
+                         m["cold_before"], m["cold_before_cpu"])
+            assert _decision(was) == _decision(packed)
+            was.settle()
         _timed(packed.settle, m["settle"], m["settle_cpu"])
         assert packed.tokens <= BUDGET
         assert packed.offered_tokens == packed.kept_tokens + packed.dropped_tokens
-        if before is not None:
-            _timed(lambda: before.pack(QUERY, warm_docs, BUDGET, count), m["warm_before"],
-                   m["warm_before_cpu"])
-        _timed(lambda: after.pack(QUERY, warm_docs, BUDGET, count, floor=floor, defer=True),
-               m["warm_after"], m["warm_after_cpu"])
+        if old is not None:
+            assert _accounting(was) == _accounting(packed)
+        # cold, and the words new too (the memo emptied first)
+        forget()
+        newer = docs_for(f"[{k}] ")
+        a = ContextPacker(cache=AnalysisCache())
+        _timed(lambda a=a, d=newer: a.pack(QUERY, d, BUDGET, count, floor=floor, defer=True,
+                                           joins=joins),
+               m["cold_new_words"], m["cold_new_words_cpu"]).settle()  # (words known again)
+        if old is not None:
+            _timed(lambda: old.pack(QUERY, warm_docs, BUDGET, bcount, floor=bfloor,
+                                    defer=True), m["warm_before"], m["warm_before_cpu"])
+        _timed(lambda: after.pack(QUERY, warm_docs, BUDGET, count, floor=floor, defer=True,
+                                  joins=joins), m["warm_after"], m["warm_after_cpu"])
     out: dict[str, float] = {"offered": ref.offered_tokens, "kept": len(ref.kept),
                              "tokens": ref.tokens}
     for key, values in m.items():
         out[key] = statistics.median(values) * 1e3 if values else float("nan")
-    out["cold_after_p95"] = statistics.quantiles(m["cold_after"], n=20)[18] * 1e3
+        if key.startswith("cold") and len(values) > 1:
+            out[key + "_p95"] = statistics.quantiles(values, n=20)[18] * 1e3
     return out
 
 
@@ -189,24 +245,33 @@ def main() -> None:
     ap.add_argument("--before-ref", default=BEFORE_REF)
     args = ap.parse_args()
     specs = args.tokenizer or ["tiktoken:cl100k_base", "qwen:qwen2.5-72b-instruct"]
-    before_cls = before_packer(args.before_ref)
-    print("medians (wall / thread CPU), ms; after = the decision (pack(defer=True)), "
-          "settle = the deferred accounting (off the request's path)\n")
-    print("| tokenizer | ranking | offered | kept docs | block tokens | cold before "
-          "| cold after | cold after p95 | settle | warm before | warm after |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    before = before_modules(args.before_ref)
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+    print("wall / thread CPU, ms: p50, and p95 for the cold decision; after = the "
+          "decision (pack(defer=True)); settle = the deferred accounting (off the "
+          "request's path)\n")
+    print("| tokenizer | ranking | offered | kept docs | block tokens | cold before p50 "
+          "| cold before p95 | cold after p50 | cold after p95 | cold, new words p50 "
+          "| settle | warm before | warm after |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for spec in specs:
         for scores in (False, True):
-            r = run(spec, args.n, scores, before_cls)
+            r = run(spec, args.n, scores, before)
 
             def pair(key: str, r: dict[str, float] = r) -> str:
                 return f"{r[key]:.2f} / {r[key + '_cpu']:.2f}"
 
+            def p95(key: str, r: dict[str, float] = r) -> str:
+                return f"{r.get(key + '_p95', float('nan')):.2f} / " \
+                       f"{r.get(key + '_cpu_p95', float('nan')):.2f}"
+
             print(f"| {spec} | {'scores' if scores else 'BM25'} | {r['offered']:,.0f} "
                   f"| {r['kept']:.0f} | {r['tokens']:,.0f} | {pair('cold_before')} "
-                  f"| {pair('cold_after')} | {r['cold_after_p95']:.2f} | {pair('settle')} "
-                  f"| {pair('warm_before')} | {pair('warm_after')} |")
-    print(f"\ncontext stage on a chat without the extension: {stage_cost_us():.2f} us")
+                  f"| {p95('cold_before')} | {pair('cold_after')} | {p95('cold_after')} "
+                  f"| {pair('cold_new_words')} | {pair('settle')} | {pair('warm_before')} "
+                  f"| {pair('warm_after')} |", flush=True)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
+    print(f"context stage on a chat without the extension: {stage_cost_us():.2f} us")
 
 
 if __name__ == "__main__":

@@ -48,10 +48,14 @@ from tokenplane.context.documents import (
     Ranker,
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
-from tokenplane.context.text import first_sentence_end, sentence_ends
-from tokenplane.tokens.space_splits import SplitCounting, runs_floor
+from tokenplane.context.query_counts import query_counts
+from tokenplane.context.text import first_sentence_end, sentence_ends, units
+from tokenplane.tokens.space_splits import SplitCounting
 
 Count = Callable[[str], int]
+# a lower bound of ``count(text)``; ``above``: where only whether it is over ``above``
+# matters (a cheaper floor may be given when that one already is)
+Floor = Callable[[str, int], int]
 DEFAULT_OPTIONS = PackOptions()
 
 
@@ -124,16 +128,34 @@ class ContextPacker:
         elif options.rank == "auto" and self.ranker is not None:
             scores = self.ranker.scores(query, [d.text for d in documents])
         else:
-            terms: list[Terms] = [a.units for a in analyses] if analyses is not None \
-                else [self.cache.terms(d.text) for d in documents]
-            scores = bm25_scores(terms, query)
+            scores = bm25_scores(self._terms(query, documents, analyses), query)
         return sorted(range(n), key=lambda i: (-scores[i], i))
 
+    def _terms(self, query: str, documents: Sequence[Document],
+               analyses: list[Analysis] | None) -> list[Terms]:
+        """What BM25 reads of each document: the cache's; for a text ranked before,
+        its terms (kept); else worked out for this query, all new texts at once
+        (``context/query_counts.py``; a Chinese or Japanese text's unit hashes, kept)."""
+        if analyses is not None:
+            return [a.units for a in analyses]
+        cache = self.cache
+        found = [cache.known_terms(d.text) for d in documents]
+        for i, t in enumerate(found):  # a text seen before: its terms, kept for next time
+            if t is None and cache.ranked_before(documents[i].text):
+                found[i] = cache.terms(documents[i].text)
+        new = [i for i, t in enumerate(found) if t is None]
+        if new:
+            fresh = query_counts([documents[i].text for i in new], units(query))
+            for i, terms in zip(new, fresh, strict=True):
+                found[i] = terms if terms is not None else self.cache.terms(documents[i].text)
+        return [t for t in found if t is not None]
+
     def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
-             options: PackOptions = DEFAULT_OPTIONS, floor: Count | None = None,
+             options: PackOptions = DEFAULT_OPTIONS, floor: Floor | None = None,
              defer: bool = False, joins: SplitCounting | None = None) -> Packed:
         """Packs ``documents``; ``floor``: a lower bound of ``count`` that costs no
-        tokenizing (a document whose floor cannot fit is passed over uncounted).
+        tokenizing (``Floor``: a document whose floor cannot fit is passed over
+        uncounted).
         ``defer``: the documents the decision did not need are counted (and the reason
         they were dropped, ``duplicate`` or ``budget``, worked out) only by
         ``Packed.settle()``; else before returning. ``joins``: the tokenizer ``count``
@@ -177,16 +199,6 @@ class ContextPacker:
                 found = overhead[src] = sep_cost + count(_prefix(docs[i], int(wide)))
             return found
 
-        def lower(text: str, room: int) -> int:
-            """``floor(text)``, or the cheaper floor of its runs of non-whitespace when
-            that is already over ``room`` (``tokens/space_splits.py``, where ``joins``
-            says its reading holds)."""
-            if joins is not None and joins.ordinary(text):
-                quick = runs_floor(text)
-                if quick > room:
-                    return quick
-            return floor(text) if floor is not None else 0
-
         def duplicates(ixs: list[int]) -> list[Dropped | None]:
             """Whether each of ``ixs`` repeats a kept document (and which)."""
             if not options.dedup or not by_key:
@@ -216,7 +228,7 @@ class ContextPacker:
             room = budget - used - extra
             # (a floor is at most the text's length: no use calling it on a short one)
             if room < 0 or (floor is not None and len(text) > room
-                            and lower(text, room) > room):
+                            and floor(text, room) > room):
                 passed.append(i)  # cannot fit: not counted (unless it is cut below)
                 continue
             need = tokens(i) + extra
@@ -235,7 +247,7 @@ class ContextPacker:
         if options.truncate and passed:
             cut = self._cut(docs, tokens, passed, chosen, duplicate_of, budget - used,
                             cost, sep_cost if header and not chosen else 0, count, rank_of,
-                            lower if floor is not None else None)
+                            floor)
             if cut is not None:
                 by_key.setdefault(an(cut).key, cut)
                 kept_sigs.add(cut, an(cut))
@@ -261,8 +273,7 @@ class ContextPacker:
     def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
-             rank_of: dict[int, int], floor: Callable[[str, int], int] | None
-             ) -> int | None:
+             rank_of: dict[int, int], floor: Floor | None) -> int | None:
         """Cuts the best passed-over document (not a duplicate of one kept) after its
         last sentence that fits ``room``; returns its index (None when none fits).
         A prefix whose ``floor`` is over what is left is not counted (nor is a document

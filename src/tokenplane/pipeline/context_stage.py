@@ -162,12 +162,15 @@ class ContextStage:
         requested = self._requested(spec, ctx.model.context_window)
         model = ctx.model
 
+        def floor(text: str, above: int) -> int:
+            return self.counters.floor_text(model, text, above)
+
         def work() -> tuple[int, Packed]:
             budget = self._room(ctx, field, placement, requested)
             return budget, self.packer.pack(user_turn(ctx.body[field]), docs, budget,
                                             lambda t: self.counters.count_text(model, t),
-                                            opts, lambda t: self.counters.floor_text(model, t),
-                                            defer=True, joins=self.counters.joins(model))
+                                            opts, floor, defer=True,
+                                            joins=self.counters.joins(model))
 
         if self.offload is not None and len(ctx.raw) >= OFFLOAD_BYTES:
             # many documents: counted and analysed off the loop, in turn per tenant

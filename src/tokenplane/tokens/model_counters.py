@@ -248,11 +248,11 @@ class ModelCounters:
         if alias in self._estimated and features:
             self.estimator.observe(alias, features, reported_prompt)
 
-    def floor_text(self, model: ModelConfig, text: str) -> int:
+    def floor_text(self, model: ModelConfig, text: str, above: int = -1) -> int:
         """The fewest tokens ``text`` can take for ``model``, without tokenizing it
         (never above :meth:`count_text`): the count itself when the segment cache holds
         it, else the tokenizer's ``token_floor`` where it has one (``TiktokenTokenizer``,
-        ``tokens/piece_floor.py``), else 0."""
+        ``tokens/piece_floor.py``; a cheaper one when it is over ``above``), else 0."""
         if model.alias in self._estimated:
             return 0
         tok = self._by_alias[model.alias].template.tokenizer
@@ -260,7 +260,7 @@ class ModelCounters:
         if known is not None:
             return known
         floor = getattr(tok, "token_floor", None)
-        return int(floor(text)) if floor is not None else 0
+        return int(floor(text, above)) if floor is not None else 0
 
     def joins(self, model: ModelConfig) -> SplitCounting | None:
         """The alias's tokenizer where its pre-tokens break at a context block's joins

@@ -32,7 +32,7 @@ from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 from tokenplane.tokens.piece_floor import piece_floor
-from tokenplane.tokens.space_splits import PATTERNS, hf_heads_of
+from tokenplane.tokens.space_splits import PATTERNS, hf_heads_of, runs_floor
 from tokenplane.tokens.word_counts import WordCounts
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
@@ -98,6 +98,12 @@ class TiktokenTokenizer:
         # are pre-token breaks (tokens/space_splits.py)
         self.space_splits = self._words is not None
 
+    def forget_words(self) -> None:
+        """Empties the word memo (``tokens/word_counts.py``): the next texts count as
+        if their words were new."""
+        if self._words is not None:
+            self._words.clear()
+
     def _token_bytes(self) -> npt.NDArray[np.int64]:
         """Each ordinary token's length in bytes, by id."""
         ranks: dict[bytes, int] = self._enc._mergeable_ranks
@@ -124,16 +130,23 @@ class TiktokenTokenizer:
             self._floor = CharFloor(longest, self._nfc)
         return self._floor
 
-    def token_floor(self, text: str) -> int:
+    def token_floor(self, text: str, above: int = -1) -> int:
         """The fewest tokens ``text`` can take, from its pieces' shape, without
         tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
-        listed there, or special-token text)."""
+        listed there, or special-token text). ``above``: where only whether the floor is
+        over ``above`` matters, the cheaper floor of its runs of non-whitespace
+        (``space_splits.runs_floor``) when that already is."""
         floor = self._piece_floor
-        if floor is None:
+        if floor is None or not self.ordinary(text):
             return 0
-        for h in self._heads:
-            if h in text:
-                return 0
+        if above >= 0 and self.space_splits:
+            # a prefix's runs are a floor too: enough text to be over ``above`` at about
+            # four characters a run, before the whole
+            quick = runs_floor(text[:4 * above + 64])
+            if quick <= above and len(text) > 4 * above + 64:
+                quick = runs_floor(text)
+            if quick > above:
+                return quick
         return floor.tokens(text)
 
     def encode(self, text: str) -> list[int]:
@@ -260,6 +273,11 @@ class HFTokenizer:
         if self._heads is False:
             self._heads = hf_heads_of(self._tok.to_str())
         return self._heads is not None
+
+    def token_floor(self, text: str, above: int = -1) -> int:
+        """The fewest tokens ``text`` can take, where ``space_splits``: its runs of
+        non-whitespace (``space_splits.runs_floor``); else 0."""
+        return runs_floor(text) if self.space_splits and self.ordinary(text) else 0
 
     def ordinary(self, text: str) -> bool:
         """Whether ``text`` holds no added token's text (only where ``space_splits``)."""

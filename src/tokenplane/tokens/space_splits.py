@@ -200,9 +200,9 @@ def hf_heads(spec: Mapping[str, Any]) -> frozenset[str] | None:
     """For a Hugging Face ``tokenizer.json`` (parsed) whose breaks are those read above
     (a byte-level BPE model; no normalizer but NFC, which never joins across a space or
     a newline; ``Isolated`` splits by one of ``SPLIT_SEQUENCES`` then ``ByteLevel``
-    without its own regex; added tokens that strip nothing and hold no space, newline
-    or ``[``), the first two characters of its added tokens (text holding none of them
-    holds no added token); else None."""
+    without its own regex; added tokens that strip nothing and hold no ASCII
+    whitespace nor ``[``), the first two characters of its added tokens (text holding
+    none of them holds no added token); else None."""
     model = spec.get("model") or {}
     if model.get("type") != "BPE" or model.get("dropout") or model.get("byte_fallback"):
         return None
@@ -235,7 +235,7 @@ def hf_heads(spec: Mapping[str, Any]) -> frozenset[str] | None:
     for a in added:
         content = str(a.get("content", ""))
         if a.get("lstrip") or a.get("rstrip") or a.get("single_word") or \
-                any(c in content for c in " \n["):
+                any(c in content for c in " \t\n\x0b\x0c\r["):
             return None
         contents.append(content)
     return _heads(contents)

@@ -9,7 +9,8 @@ mostly words seen before), so with each word's count memoised a new text costs a
 
 The memo holds only words that make their own breaks: a later word (kept without its
 space) that is not empty, holds no space and neither starts nor ends with whitespace,
-and a first word that does not end with whitespace. So when every piece of
+a first word that does not end with whitespace, and apart, a last word that may (a
+text ending in a newline: it is looked up only last). So when every piece of
 ``text.split(" ")`` is found, every space of the text has a non-space character on each
 side (or the text's start before it): the pieces are the text's words, and the sum is
 exact with no further look at the text. Anything else (a new word, a space next to
@@ -51,13 +52,20 @@ def _first_word(w: str) -> bool:
     return len(w) <= MAX_WORD and " " not in w and not (w and is_space(w[-1]))
 
 
+def _last_word(w: str) -> bool:
+    """A later word that ends with whitespace: the text's last (the break before it
+    still holds)."""
+    return bool(w) and len(w) <= MAX_WORD and " " not in w and not is_space(w[0]) \
+        and is_space(w[-1])
+
+
 class WordCounts:
     """``count_many``: the tokenizer's exact counts of texts (with no special-token
     text); ``ids`` and ``token_bytes`` (a token's length in UTF-8 bytes, by id): the
     whole-text path, None to count new words only."""
 
-    __slots__ = ("_count_many", "_first", "_ids", "_lengths", "_rest", "_token_bytes",
-                 "max_words")
+    __slots__ = ("_count_many", "_first", "_ids", "_last", "_lengths", "_rest",
+                 "_token_bytes", "max_words")
 
     def __init__(self, count_many: CountMany, ids: Ids | None = None,
                  token_bytes: Callable[[], npt.NDArray[np.int64]] | None = None,
@@ -68,7 +76,14 @@ class WordCounts:
         self._lengths: npt.NDArray[np.int64] | None = None
         self._first: dict[str, int] = {}  # a text's first word -> its count
         self._rest: dict[str, int] = {}  # w -> count(" " + w), for the later words
+        self._last: dict[str, int] = {}  # the same, for last words ending in whitespace
         self.max_words = max_words
+
+    def clear(self) -> None:
+        """Forgets every word (for measuring the cost of new words)."""
+        self._first.clear()
+        self._rest.clear()
+        self._last.clear()
 
     def _known(self, text: str) -> int | None:
         """The count from the memo alone, when it holds every piece (see module doc)."""
@@ -76,8 +91,13 @@ class WordCounts:
         first = self._first.get(parts[0])
         if first is None:
             return None
+        rest = self._rest
         try:
-            n: int = sum(map(self._rest.__getitem__, parts[1:]))
+            n: int = sum(map(rest.__getitem__, parts[1:-1]))
+            if len(parts) > 1:
+                end = parts[-1]
+                last = rest.get(end)
+                n += last if last is not None else self._last[end]
         except KeyError:
             return None
         return first + n
@@ -157,6 +177,8 @@ class WordCounts:
         """Keeps the counts of the words the memo may hold (see the module doc)."""
         self._store(self._rest, [(w, n) for w, n in zip(later, counts, strict=True)
                                  if _later_word(w)])
+        self._store(self._last, [(w, n) for w, n in zip(later, counts, strict=True)
+                                 if _last_word(w)])
         self._store(self._first, [(w, n) for w, n in zip(heads, head_counts, strict=True)
                                   if _first_word(w)])
 
