@@ -227,9 +227,11 @@ def test_scores_on_some_documents_only_fall_back_to_bm25(tokenizers: dict[str, T
         ContextPacker().pack("", docs, 10_000, tok.count, PackOptions(rank="scores"))
 
 
-def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
+@pytest.mark.parametrize("joins", [False, True])
+def test_deferred_accounting_counts_only_what_the_decision_needs(joins: bool) -> None:
     """With a floor, documents that cannot fit are not counted (nor analysed) by the
-    decision; ``settle`` completes the accounting to exactly the undeferred result."""
+    decision; ``settle`` completes the accounting to exactly the undeferred result; and
+    the same with the block counted from its pieces and floors given their bound."""
 
     tok = TokenizerRegistry().get("tiktoken:cl100k_base")
     body = "The gateway reserves tokens before it runs and settles them after. "
@@ -244,7 +246,8 @@ def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
     full = ContextPacker().pack("How are tokens reserved?", docs, 300, tok.count)
     cache = AnalysisCache()
     lazy = ContextPacker(cache=cache).pack("How are tokens reserved?", docs, 300, count,
-                                           floor=tok.token_floor, defer=True)
+                                           floor=tok.token_floor, defer=True,
+                                           joins=tok if joins else None)  # type: ignore[arg-type]
     texts = {d.text for d in docs}
     assert not lazy.settled and len(texts & set(counted)) < len(texts) // 2
     assert cache.misses < len(docs) // 2  # only the documents considered were analysed

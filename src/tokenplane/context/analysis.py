@@ -64,14 +64,9 @@ class AnalysisCache:
         hashes, else what was kept for a text only ranked before, else worked out (and
         kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` (its
         units counted) for ASCII text."""
-        with self._lock:
-            found = self._entries.get(text)
-            if found is not None:
-                return found.units
-            terms = self._terms.get(text)
-            if terms is not None:
-                self._terms.move_to_end(text)
-                return terms
+        terms = self.known_terms(text)
+        if terms is not None:
+            return terms
         made = ascii_terms(text)
         terms = made if made is not None else unit_hashes(text)
         with self._lock:
