@@ -53,6 +53,7 @@ from tokenplane.context.analysis import AnalysisCache
 from tokenplane.context.documents import Document
 from tokenplane.context.packer import ContextPacker
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.cached_splits import CachedSplits
 from tokenplane.tokens.registry import TokenizerRegistry
 from tokenplane.tokens.segments import SegmentCache
 
@@ -154,8 +155,11 @@ def run(spec: str, n: int, scores: bool, before: SimpleNamespace | None) -> dict
         return [Document(f"c{i}", prefix + t, score=float(i % 7) if scores else None)
                 for i, t in enumerate(texts)]
 
-    count, floor = _counting(tok, SegmentCache())
-    joins = tok if getattr(tok, "space_splits", False) else None
+    segments = SegmentCache()
+    count, floor = _counting(tok, segments)
+    # as ModelCounters.joins gives it: the tokenizer with the segment cache
+    joins = CachedSplits(tok, tok, segments) if getattr(tok, "space_splits", False) \
+        else None  # type: ignore[arg-type]
     forget: Callable[[], None] = getattr(tok, "forget_words", lambda: None)
     warm_docs = docs_for("")
     after = ContextPacker()

@@ -93,3 +93,23 @@ def test_block_count_on_real_chunks(joins: dict[str, Any]) -> None:
             header = rng.choice(["", "Context:"])
             assert block_tokens(header, pieces, tok, tok.count) == tok.count(
                 _joined(header, pieces))
+
+
+def test_the_block_count_is_kept_in_the_segment_cache(joins: dict[str, Any]) -> None:
+    """Through ``CachedSplits`` (what ``ModelCounters.joins`` gives the packer) the
+    count worked out from the pieces is kept as the block's, and is the block's."""
+    from tokenplane.context.documents import Document
+    from tokenplane.context.packer import ContextPacker
+    from tokenplane.tokens.cached_splits import CachedSplits
+    from tokenplane.tokens.segments import SegmentCache
+
+    tok = joins["qwen:qwen2.5-72b-instruct"]
+    cache = SegmentCache()
+    docs = [Document(f"d{i}", f"Chunk {i}: the gateway counts prompts exactly. " * (2 + i))
+            for i in range(8)]
+    first = ContextPacker().pack("gateway", docs, 120, tok.count,
+                                 joins=CachedSplits(tok, tok, cache))
+    assert first.text and cache.peek(tok, first.text) == first.tokens == tok.count(first.text)
+    again = ContextPacker().pack("gateway", docs, 120, tok.count,
+                                 joins=CachedSplits(tok, tok, cache))
+    assert (again.text, again.tokens, again.kept) == (first.text, first.tokens, first.kept)

@@ -50,7 +50,7 @@ from tokenplane.context.documents import (
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.query_counts import query_counts
 from tokenplane.context.text import first_sentence_end, sentence_ends, units
-from tokenplane.tokens.space_splits import SplitCounting
+from tokenplane.tokens.space_splits import KnownCounts, SplitCounting
 
 Count = Callable[[str], int]
 # a lower bound of ``count(text)``; ``above``: where only whether it is over ``above``
@@ -312,6 +312,20 @@ class ContextPacker:
             return i
         return None
 
+    @staticmethod
+    def _block(header: str, pieces: list[tuple[str, str, int]], joins: SplitCounting,
+               count: Count, text: str) -> int:
+        """The block's count from its pieces, or the one kept for it (``KnownCounts``:
+        the same block again), kept when worked out."""
+        cached = joins if isinstance(joins, KnownCounts) else None
+        found = cached.known(text) if cached is not None and text else None
+        if found is not None:
+            return found
+        n = block_tokens(header, pieces, joins, count)
+        if cached is not None and text:
+            cached.remember(text, n)
+        return n
+
     def _lay_out(self, docs: list[Document], tokens: Callable[[int], int], chosen: list[_Chosen],
                  dropped: list[Dropped], header: str, budget: int, count: Count,
                  options: PackOptions, offered: int, joins: SplitCounting | None) -> Packed:
@@ -327,7 +341,7 @@ class ContextPacker:
                 lines.insert(0, header)
             text = SEPARATOR.join(lines)
             if joins is not None:
-                block = block_tokens(header, pieces, joins, count)
+                block = self._block(header, pieces, joins, count, text)
             else:
                 block = count(text) if text else 0
             if block <= budget:

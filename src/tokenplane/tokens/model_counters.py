@@ -17,6 +17,7 @@ from typing import Any
 
 from tokenplane.config.schema import ModelConfig
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.cached_splits import CachedSplits
 from tokenplane.tokens.char_floor import char_floor
 from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
@@ -265,13 +266,14 @@ class ModelCounters:
     def joins(self, model: ModelConfig) -> SplitCounting | None:
         """The alias's tokenizer where its pre-tokens break at a context block's joins
         (``tokens/space_splits.py``), so the packer counts the block from its pieces'
-        counts (``context/block_count.py``); None for an estimated alias or a
-        tokenizer without that proof (the block is then counted)."""
+        counts (``context/block_count.py``) and keeps it in the segment cache
+        (``tokens/cached_splits.py``); None for an estimated alias or a tokenizer
+        without that proof (the block is then counted)."""
         if model.alias in self._estimated:
             return None
         tok = self._by_alias[model.alias].template.tokenizer
         if isinstance(tok, TiktokenTokenizer | HFTokenizer) and tok.space_splits:
-            return tok
+            return CachedSplits(tok, tok, self.cache)
         return None
 
     def count_text(self, model: ModelConfig, text: str) -> int:

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 # tiktoken pattern strings (``Encoding._pat_str``) and Hugging Face ``Split`` regexes
 _WS = r"\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -102,6 +102,15 @@ class SplitCounting(Protocol):
     def count(self, text: str) -> int: ...
 
     def ordinary(self, text: str) -> bool: ...
+
+
+@runtime_checkable
+class KnownCounts(Protocol):
+    """Counts kept for texts worked out before (a segment cache)."""
+
+    def known(self, text: str) -> int | None: ...
+
+    def remember(self, text: str, count: int) -> None: ...
 
 
 _ASCII = bytes(range(128))
