@@ -155,22 +155,27 @@ def run(spec: str, n: int, scores: bool, before: SimpleNamespace | None) -> dict
         return [Document(f"c{i}", prefix + t, score=float(i % 7) if scores else None)
                 for i, t in enumerate(texts)]
 
-    segments = SegmentCache()
+    # cold and warm calls have segment caches of their own (the cold ones' new chunks
+    # would push the warm chunks out of a shared one, by a different amount each side)
+    segments, warm_segments = SegmentCache(), SegmentCache()
     count, floor = _counting(tok, segments)
+    wcount, wfloor = _counting(tok, warm_segments)
+    splits = getattr(tok, "space_splits", False)
     # as ModelCounters.joins gives it: the tokenizer with the segment cache
-    joins = CachedSplits(tok, tok, segments) if getattr(tok, "space_splits", False) \
-        else None  # type: ignore[arg-type]
+    joins = CachedSplits(tok, tok, segments) if splits else None  # type: ignore[arg-type]
+    wjoins = CachedSplits(tok, tok, warm_segments) if splits else None  # type: ignore[arg-type]
     forget: Callable[[], None] = getattr(tok, "forget_words", lambda: None)
     warm_docs = docs_for("")
     after = ContextPacker()
-    ref = after.pack(QUERY, warm_docs, BUDGET, count)
+    ref = after.pack(QUERY, warm_docs, BUDGET, wcount)
     assert ref.tokens <= BUDGET and ref.offered_tokens == ref.kept_tokens + ref.dropped_tokens
-    old = bcount = bfloor = None
+    old = bcount = bfloor = bwcount = bwfloor = None
     if before is not None:
         btok = before.TokenizerRegistry().get(spec)
         bcount, bfloor = _counting(btok, before.SegmentCache())
+        bwcount, bwfloor = _counting(btok, before.SegmentCache())
         old = before.ContextPacker()
-        assert _decision(old.pack(QUERY, warm_docs, BUDGET, bcount)) == _decision(ref)
+        assert _decision(old.pack(QUERY, warm_docs, BUDGET, bwcount)) == _decision(ref)
     m: dict[str, list[float]] = {k + x: [] for k in KEYS for x in ("", "_cpu")}
     for k in range(n):
         # cold: chunks no cache has seen (a new prefix each call), fresh packers; each
@@ -200,10 +205,10 @@ def run(spec: str, n: int, scores: bool, before: SimpleNamespace | None) -> dict
                                            joins=joins),
                m["cold_new_words"], m["cold_new_words_cpu"]).settle()  # (words known again)
         if old is not None:
-            _timed(lambda: old.pack(QUERY, warm_docs, BUDGET, bcount, floor=bfloor,
+            _timed(lambda: old.pack(QUERY, warm_docs, BUDGET, bwcount, floor=bwfloor,
                                     defer=True), m["warm_before"], m["warm_before_cpu"])
-        _timed(lambda: after.pack(QUERY, warm_docs, BUDGET, count, floor=floor, defer=True,
-                                  joins=joins), m["warm_after"], m["warm_after_cpu"])
+        _timed(lambda: after.pack(QUERY, warm_docs, BUDGET, wcount, floor=wfloor, defer=True,
+                                  joins=wjoins), m["warm_after"], m["warm_after_cpu"])
     out: dict[str, float] = {"offered": ref.offered_tokens, "kept": len(ref.kept),
                              "tokens": ref.tokens}
     for key, values in m.items():
