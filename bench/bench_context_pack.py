@@ -218,6 +218,64 @@ def run(spec: str, n: int, scores: bool, before: SimpleNamespace | None) -> dict
     return out
 
 
+def breakdown(spec: str, n: int, scores: bool) -> dict[str, float]:
+    """Where the cold decision's CPU goes: mean thread CPU per pack (ms) of each part,
+    timed by wrapping it (the outermost timed call counts; ``other`` is the rest)."""
+    import tokenplane.context.packer as packer_mod
+
+    tok = TokenizerRegistry().get(spec)
+    texts = chunks(tok, 400, 50)
+    spent: dict[str, float] = {}
+    depth = [0]
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            if depth[0]:
+                return fn(*args, **kw)
+            depth[0] += 1
+            c0 = time.thread_time()
+            try:
+                return fn(*args, **kw)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - c0
+                depth[0] -= 1
+        return wrapper
+
+    segments = SegmentCache()
+    count, floor = _counting(tok, segments)
+    joins = CachedSplits(tok, tok, segments)  # type: ignore[arg-type]
+    patched = {"query_counts": packer_mod.query_counts, "bm25_scores": packer_mod.bm25_scores,
+               "block_tokens": packer_mod.block_tokens}
+    get, near = AnalysisCache.get, packer_mod._KeptSignatures.near
+    try:
+        for name, fn in patched.items():
+            setattr(packer_mod, name, timed(name, fn))
+        AnalysisCache.get = timed("analyses (MinHash)", get)  # type: ignore[method-assign]
+        packer_mod._KeptSignatures.near = timed("near-duplicate estimates", near)  # type: ignore[method-assign]
+        tcount, tfloor = timed("exact counts", count), timed("floors", floor)
+        total = 0.0
+        for k in range(n + 1):
+            docs = [Document(f"c{i}", f"({k}) " + t, score=float(i % 7) if scores else None)
+                    for i, t in enumerate(texts)]
+            if k == 0:  # (the words' first sight, not measured)
+                ContextPacker().pack(QUERY, docs, BUDGET, count, floor=floor, joins=joins)
+                spent.clear()
+                continue
+            a = ContextPacker(cache=AnalysisCache())
+            c0 = time.thread_time()
+            a.pack(QUERY, docs, BUDGET, tcount, floor=tfloor, defer=True, joins=joins)
+            total += time.thread_time() - c0
+    finally:
+        for name, fn in patched.items():
+            setattr(packer_mod, name, fn)
+        AnalysisCache.get = get  # type: ignore[method-assign]
+        packer_mod._KeptSignatures.near = near  # type: ignore[method-assign]
+    out = {k: v / n * 1e3 for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
+    out["other (the walk, the cut, laying out)"] = (total - sum(spent.values())) / n * 1e3
+    out["total"] = total / n * 1e3
+    return out
+
+
 def stage_cost_us(n: int = 20_000) -> float:
     """The context stage on a chat without the extension (every request pays it)."""
     import asyncio
@@ -252,8 +310,20 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--tokenizer", action="append")
     ap.add_argument("--before-ref", default=BEFORE_REF)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="where the cold decision's CPU goes, part by part")
     args = ap.parse_args()
     specs = args.tokenizer or ["tiktoken:cl100k_base", "qwen:qwen2.5-72b-instruct"]
+    if args.breakdown:
+        print(f"load average: {os.getloadavg()[0]:.2f}; mean thread CPU per cold "
+              "decision, ms")
+        for spec in specs:
+            for scores in (False, True):
+                parts = breakdown(spec, args.n, scores)
+                print(f"\n{spec}, {'scores' if scores else 'BM25'}:")
+                for name, ms in parts.items():
+                    print(f"  {name:40s} {ms:6.3f}")
+        return
     before = before_modules(args.before_ref)
     print(f"load average at the start: {os.getloadavg()[0]:.2f}")
     print("wall / thread CPU, ms: p50, and p95 for the cold decision; after = the "
