@@ -269,7 +269,8 @@ class HFTokenizer:
     @property
     def space_splits(self) -> bool:
         """Whether a space between two non-space characters, and a newline before "[",
-        are pre-token breaks (``tokens/space_splits.py``, read from the tokenizer.json)."""
+        are pre-token breaks (``tokens/space_splits.py``, read from the tokenizer.json;
+        with the character floor, which ``ModelCounters`` works out at start)."""
         if self._heads is False:
             self._heads = hf_heads_of(self._tok.to_str())
         return self._heads is not None
@@ -288,7 +289,10 @@ class HFTokenizer:
     def char_floor(self) -> CharFloor | None:
         """Byte-level BPE only (``tokens/char_floor.py``); None for other kinds."""
         if self._floor is False:
-            self._floor = hf_char_floor_of(self._tok.to_str())
+            spec = self._tok.to_str()  # (a third of a second for DeepSeek's: read once)
+            self._floor = hf_char_floor_of(spec)
+            if self._heads is False:
+                self._heads = hf_heads_of(spec)
         return self._floor if isinstance(self._floor, CharFloor) else None
 
     def encode(self, text: str) -> list[int]:
