@@ -65,6 +65,7 @@ from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.cache_stage import CacheBilling
+from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.session_stage import SessionStage
@@ -217,7 +218,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters, hits),
         governance, tracing.get_tracer(TRACER_NAME) if tracing is not None else None,
         slo_counters, access_log, context=config.context, packer=packer, sessions=sessions,
-        cache=cache)
+        cache=cache, metrics=metrics)
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
@@ -342,7 +343,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
-                  gw.allowed_models, config.context, gw.packer).install(app)
+                  gw.allowed_models, config.context, gw.packer,
+                  DocumentGuard(gw.governance.policies, gw.metrics)
+                  if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink).install(app)

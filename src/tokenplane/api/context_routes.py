@@ -5,6 +5,11 @@ message is the query BM25 ranks against) or ``query``, and ``options``; the answ
 ``{text, tokens, citations, kept, dropped, offered_tokens, kept_tokens,
 dropped_tokens}``. The same packer and counts as a chat request's
 ``tokenplane.context``; any key may call it (nothing is sent upstream, nothing billed).
+With governance, the documents are screened for prompt injection by the caller's
+policy as a chat's are (``pipeline/document_guard.py``: dropped with reason
+``injection``, or a 400 ``prompt_injection_blocked``; a flagged one sets
+``x-tokenplane-injection: flagged``). The PII rules are not applied: the text goes
+back to whoever sent it, and a chat that sends it on applies the prompt rules then.
 """
 
 from __future__ import annotations
@@ -17,14 +22,19 @@ from aiohttp import web
 from tokenplane.api.admin_usage import authenticate
 from tokenplane.config.context_schema import ContextConfig
 from tokenplane.config.schema import ModelConfig
+from tokenplane.context.documents import Document, Packed
 from tokenplane.context.packer import ContextPacker, has_all_scores
 from tokenplane.context.wire import documents, duplicate_id, options, packed_json, user_turn
 from tokenplane.errors import GatewayError, invalid
+from tokenplane.governance.document_guard import guards_documents
+from tokenplane.governance.guard_state import INJECTION_HEADER, GuardState
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
 from tokenplane.operations.context_fields import pack_body
 from tokenplane.operations.fields import Obj
 from tokenplane.operations.schemas import chat_messages
+from tokenplane.pipeline.document_guard import DocumentGuard
+from tokenplane.pipeline.guard_stages import check_model
 
 PATH = "/v1/context/pack"
 
@@ -37,13 +47,15 @@ class ContextRoutes:
     def __init__(self, keys: KeyStore, models: dict[str, ModelConfig],
                  count_text: Callable[[ModelConfig, str], int],
                  allowed: Callable[[str], set[str] | None], config: ContextConfig,
-                 packer: ContextPacker | None = None) -> None:
+                 packer: ContextPacker | None = None, guard: DocumentGuard | None = None
+                 ) -> None:
         self.keys = keys
         self.models = models
         self.count_text = count_text
         self.allowed = allowed
         self.config = config
         self.packer = packer if packer is not None else ContextPacker()
+        self.guard = guard
         self.spec = body_spec()
 
     def install(self, app: web.Application) -> None:
@@ -61,6 +73,10 @@ class ContextRoutes:
             raise GatewayError(404, f"The model '{alias}' does not exist or you do not have "
                                "access to it.", param="model", code="model_not_found",
                                type_="invalid_request_error")
+        policy = None
+        if self.guard is not None:
+            policy = self.guard.policy(principal.tenant, principal.app)
+            check_model(alias, policy)
         items = body["documents"]
         if len(items) > self.config.max_documents:
             raise invalid(f"'documents' has {len(items)} documents; at most "
@@ -82,10 +98,23 @@ class ContextRoutes:
         query = body.get("query")
         if query is None:
             query = user_turn(body.get("messages"))
-        # settled before answering (no ``defer``): the caller asked for the accounting,
-        # so every dropped document's tokens are exact in the answer
-        packed = self.packer.pack(query, docs, body["budget_tokens"],
-                                  lambda t: self.count_text(model, t), opts)
+
+        def count(t: str) -> int:
+            return self.count_text(model, t)
+
+        def pack(kept: list[Document]) -> Packed:
+            # settled before answering (no ``defer``): the caller asked for the
+            # accounting, so every dropped document's tokens are exact in the answer
+            return self.packer.pack(query, kept, body["budget_tokens"], count, opts)
+
+        headers: dict[str, str] = {}
+        if self.guard is None or policy is None or not guards_documents(policy, pii=False):
+            packed = pack(docs)
+        else:
+            packed, screened = self.guard.pack(principal.tenant, GuardState(policy), docs,
+                                               "documents", pack, count, pii=False)
+            if screened.flagged:
+                headers[INJECTION_HEADER] = "flagged"
         return web.Response(body=orjson.dumps({"object": "context.pack", "model": alias,
                                                **packed_json(packed)}),
-                            content_type="application/json")
+                            content_type="application/json", headers=headers)

@@ -1,11 +1,12 @@
 """The one place the request pipeline is assembled from a worker's parts.
 
-Stages in order: auth, validate, [session], context (RAG packing, pinned marks),
-[input guard], tokens (with the overflow policy), [context cap], admission,
-[cache lookup], [schedule], route (a cache hit skips these two). The upstream call
-retries across replicas and fallbacks; the cache serves a hit or stores a miss's
-answer around it (pipeline/cache_stage.py); with governance the output guard wraps
-both. Finishers, once per request: routing, meter,
+Stages in order: auth, validate, [session], context (RAG packing, pinned marks;
+with governance the documents screened around it), [input guard], tokens (with the
+overflow policy), [context cap], admission, [cache lookup], [schedule], route (a
+cache hit skips these two). The upstream call retries across replicas and
+fallbacks; the cache serves a hit or stores a miss's answer around it
+(pipeline/cache_stage.py); with governance the output guard wraps both. Finishers,
+once per request: routing, meter,
 [SLO counters], [audit: before admission, which settles and drops the ticket whose
 limits the record lists], admission, [tracing], [access log]. The meter finisher also
 records each failed attempt.
@@ -26,16 +27,18 @@ from tokenplane.compose.routing import Routing
 from tokenplane.config.context_schema import ContextConfig
 from tokenplane.context.packer import ContextPacker
 from tokenplane.governance.guard_policy import GuardPolicies
-from tokenplane.governance.pii_policy import PiiAction, PiiPolicy
+from tokenplane.governance.pii_policy import PiiPolicy
 from tokenplane.governance.tools import ToolMode
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.access_log import AccessLog
+from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.access_log_stage import AccessLogFinisher
 from tokenplane.pipeline.admission_stage import AdmissionFinisher, AdmissionStage
 from tokenplane.pipeline.audit_stage import AuditFinisher
 from tokenplane.pipeline.cache_stage import CachedCall, CacheStage, UnlessHit
 from tokenplane.pipeline.context_stage import ContextStage
 from tokenplane.pipeline.count_offload import CountOffload
+from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
@@ -77,15 +80,14 @@ class PipelineParts:
     packer: ContextPacker | None = None  # shared with POST /v1/context/pack (its ranker)
     sessions: SessionStage | None = None  # agent sessions (config.sessions.enabled)
     cache: ResponseCache | None = None  # the response cache (config.cache)
+    metrics: GatewayMetrics | None = None  # the guards' injection verdicts
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
     """Whether the principal's input guard may change the prompt (PII masked or
     tokenized, tools stripped), so that it is only counted after the guard."""
-    shortening = {PiiAction.MASK, PiiAction.TOKENIZE}
-
     def rewrites(pii: PiiPolicy | None) -> bool:
-        return pii is not None and bool({pii.default, *pii.actions.values()} & shortening)
+        return pii is not None and pii.rewrites
 
     def shrinks(principal: Principal) -> bool:
         pol = policies.for_principal(principal.tenant, principal.app)
@@ -102,11 +104,14 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
     if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
         stages.append(parts.sessions)
-    stages.append(ContextStage(counters, parts.context, overflow, offload, parts.packer))
+    documents = DocumentGuard(gov.policies, parts.metrics) if gov is not None else None
+    stages.append(ContextStage(counters, parts.context, overflow, offload, parts.packer,
+                               documents))  # the documents screened around the packer
     tokens = TokensStage(counters, offload, overflow)
     if gov is not None:  # a large prompt the guard leaves is counted before it scans it
         stages.append(EarlyCountStage(tokens, guard_may_change(gov.policies)))
-        stages.append(InputGuardStage(gov.policies))  # after validation: counts see what is sent
+        # after validation: counts see what is sent
+        stages.append(InputGuardStage(gov.policies, parts.metrics))
     stages.append(tokens)
     if gov is not None:
         stages.append(ContextPolicyStage())
@@ -129,7 +134,7 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
         finishers.append(SloFinisher(parts.slo_counters, counters.count_text))
     if gov is not None and gov.audit is not None:
         finishers.append(AuditFinisher(gov.audit, gov.policies))
-    finishers.append(AdmissionFinisher(parts.admission, counters.count_text))
+    finishers.append(AdmissionFinisher(parts.admission, counters.count_text, parts.meter.hits))
     if parts.tracer is not None:
         finishers.append(SpanFinisher(parts.tracer, counters.count_text))
     if parts.access_log is not None:  # last: it reads the settled counts

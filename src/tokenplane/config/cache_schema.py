@@ -42,10 +42,15 @@ class SemanticCacheConfig(_Strict):
 
 class CacheBillingConfig(_Strict):
     """How a hit is billed: ``free`` (cost 0), or ``discounted``: ``charge`` times the
-    list price of the tokens it saved. The ledger records the savings either way."""
+    list price of the tokens it saved. The ledger records the savings either way.
+    ``tokens``: what a hit counts against token limits (tpm, tokens per day or month,
+    tokens in flight): ``none`` (nothing ran upstream), ``charged`` (``charge`` times
+    the saved tokens when discounted, none when free) or ``saved`` (all of them).
+    Admission settles a hit at its billed cost and these tokens."""
 
     mode: Literal["free", "discounted"] = "free"
     charge: Decimal = Field(Decimal("0.1"), ge=0, le=1)
+    tokens: Literal["none", "charged", "saved"] = "none"
 
 
 class CacheRule(_Strict):

@@ -22,6 +22,7 @@ from tokenplane.config.validators import env_name
 
 PiiActionName = Literal["allow", "log", "mask", "tokenize", "block"]
 InjectionMode = Literal["none", "log", "flag", "block"]
+DocumentMode = Literal["none", "log", "flag", "drop", "block"]
 
 
 class _Strict(BaseModel):
@@ -87,12 +88,18 @@ class PiiConfig(_Strict):
 
 
 class InjectionConfig(_Strict):
-    """Prompt-injection screen of the new user turn and the tool results after it."""
+    """Prompt-injection screen of the new user turn and the tool results after it
+    (``mode``), and of each RAG document (``documents``: none, log, flag (kept, the
+    request flagged), drop (left out before packing, reason ``injection``) or block
+    (dropped from ``flag_at``, the request refused from ``block_at``); unset: the
+    same word as ``mode``; drop and block screen every document offered, log and
+    flag the ones packed). The thresholds are shared."""
 
     mode: InjectionMode = "flag"
     log_at: float = Field(0.3, ge=0, le=1)
     flag_at: float = Field(0.5, ge=0, le=1)
     block_at: float = Field(0.8, ge=0, le=1)
+    documents: DocumentMode | None = None
 
     @model_validator(mode="after")
     def _ordered(self) -> InjectionConfig:

@@ -9,9 +9,11 @@ from typing import Any, Literal, Protocol
 
 Order = Literal["relevance", "original"]
 RankBy = Literal["auto", "scores", "bm25"]
-DropReason = Literal["duplicate", "near_duplicate", "budget", "truncated", "empty"]
+# ``injection``: left out before packing by the governance screen (context/screened.py)
+DropReason = Literal["duplicate", "near_duplicate", "budget", "truncated", "empty",
+                     "injection"]
 DROP_REASONS: tuple[DropReason, ...] = ("duplicate", "near_duplicate", "budget", "truncated",
-                                        "empty")
+                                        "empty", "injection")
 
 
 @dataclass(frozen=True, slots=True)

@@ -361,60 +361,63 @@ class Engine:
         t_floor, a, b = p.t_floor_s, p.a_s_per_token, p.b_s_per_ctx_token
         t = now
         while running:
-            # between two "full" steps (one where a request needs a block or finishes)
-            # only the clock moves: run those steps on counters alone
+            # a run of steps up to the next finish: the batch is fixed, so only the
+            # clock moves per step (the same sums as step by step); the blocks the run
+            # needs are allocated at its end, all at once (allocation is by count, so
+            # the same blocks are evicted), and only while they fit what is available
             n = len(running)
             ctx_sum = 0
-            free_steps = finish_in = 1 << 62
+            finish_in = 1 << 62
             for seq in running:
                 ctx_sum += seq.num_computed + 1
-                free_steps = min(free_steps, seq.num_blocks * bs - seq.num_computed)
-                finish_in = min(finish_in, seq.max_tokens - seq.output)
+                left = seq.max_tokens - seq.output
+                if left < finish_in:
+                    finish_in = left
+            steps = finish_in
+            avail = kv.available()
+            if _growth(running, steps, bs) > avail:
+                lo, hi = 0, steps - 1  # the most steps whose blocks fit
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if _growth(running, mid, bs) <= avail:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                steps = lo
             base = max(t_floor, a * n)
-            light = min(free_steps, finish_in - 1)
             k = 0
-            while k < light:
+            while k < steps:
                 dur = base + b * ctx_sum
                 if t + dur >= horizon:
                     break
                 t += dur
                 ctx_sum += n
                 k += 1
-            if k:
-                self._c.generation_tokens += n * k
-                for seq in running:
-                    seq.num_computed += k
-                    seq.output += k
-                    seq.num_tokens += k
-                    emitted[seq.rid] = emitted.get(seq.rid, 0) + k
-            if k < light:
-                break  # the horizon
-            # a full step: blocks to allocate, or a request that finishes
-            need = 0
-            for seq in running:
-                need += (seq.num_computed + bs) // bs - seq.num_blocks
-            dur = base + b * ctx_sum
-            if t + dur >= horizon or need > kv.available():
+            if not k:
                 break
-            t += dur
+            grow_total = 0
             done: list[FinishedRequest] = []
             for seq in running:
-                grow = (seq.num_computed + bs) // bs - seq.num_blocks
+                computed = seq.num_computed + k
+                grow = (computed + bs - 1) // bs - seq.num_blocks
                 if grow > 0:
-                    kv.allocate(grow)
+                    grow_total += grow
                     seq.num_private += grow
                     seq.num_blocks += grow
-                seq.num_computed += 1
-                seq.output += 1
-                seq.num_tokens += 1
-                emitted[seq.rid] = emitted.get(seq.rid, 0) + 1
+                seq.num_computed = computed
+                seq.output += k
+                seq.num_tokens += k
+                emitted[seq.rid] = emitted.get(seq.rid, 0) + k
                 if seq.output >= seq.max_tokens:
                     done.append(seq.finished(aborted=False))
-            self._c.generation_tokens += n
+            kv.allocate(grow_total)
+            self._c.generation_tokens += n * k
             if done:
                 self._retire(done)
                 running = self._running
                 finished.extend((f, t) for f in done)
+            if k < finish_in:
+                break  # the horizon, or the next step's blocks do not fit
         return t, emitted, finished
 
     def _retire(self, finished: list[FinishedRequest]) -> None:
@@ -457,3 +460,14 @@ class Engine:
     def tiered_prefix_tokens(self, block_hashes: Sequence[int]) -> int:
         """Tokens of this prefix in HBM or the host tier now (no side effects)."""
         return self._kv.tiered_prefix_blocks(block_hashes) * self._bs
+
+
+def _growth(running: list[_Seq], steps: int, bs: int) -> int:
+    """Blocks the running batch needs beyond what it holds to decode ``steps`` more
+    tokens each."""
+    need = 0
+    for seq in running:
+        grow = (seq.num_computed + steps + bs - 1) // bs - seq.num_blocks
+        if grow > 0:
+            need += grow
+    return need

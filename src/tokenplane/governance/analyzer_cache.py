@@ -15,11 +15,10 @@ inner analyzer's gates.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.spans import Span
+from tokenplane.lru import Lru
 
 
 class CachedAnalyzer(Analyzer):
@@ -31,16 +30,21 @@ class CachedAnalyzer(Analyzer):
         self.inner = inner
         self.max_entries = max_entries
         self.min_len = min_len
-        self._cache: OrderedDict[bytes, tuple[Span, ...]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: Lru[bytes, tuple[Span, ...]] = Lru(max_entries)
         self.max_clean = max_clean
         self._clean: set[str] = set()  # short texts in which nothing is found
         # the last text looked up, its key and what it holds (None: not known yet):
         # nothing_in then analyze of the same text object (a message with findings)
         # hash it and look it up once
         self._last: tuple[str | None, bytes, tuple[Span, ...] | None] = (None, b"", None)
-        self.hits = 0
-        self.misses = 0
+
+    @property
+    def hits(self) -> int:
+        return self._cache.hits
+
+    @property
+    def misses(self) -> int:
+        return self._cache.misses
 
     def nothing_in(self, text: str) -> bool:
         """True only when ``analyze(text)`` finds nothing: known from the cache, or
@@ -88,16 +92,7 @@ class CachedAnalyzer(Analyzer):
         return key
 
     def _get(self, key: bytes) -> tuple[Span, ...] | None:
-        with self._lock:
-            found = self._cache.get(key)
-            if found is not None:
-                self._cache.move_to_end(key)
-                self.hits += 1
-            return found
+        return self._cache.get(key)
 
     def _put(self, key: bytes, spans: tuple[Span, ...]) -> None:
-        with self._lock:
-            self.misses += 1
-            self._cache[key] = spans
-            if len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
+        self._cache.put(key, spans)

@@ -17,7 +17,9 @@ from tokenplane.config.governance_schema import (
 )
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.analyzer_cache import CachedAnalyzer
+from tokenplane.governance.injection.cached import CachedDetector
 from tokenplane.governance.injection.detector import HeuristicDetector, InjectionDetector
+from tokenplane.governance.injection.documents import DocumentAction, DocumentPolicy
 from tokenplane.governance.injection.screen import InjectionAction, InjectionPolicy
 from tokenplane.governance.pii_policy import PiiPolicy
 from tokenplane.governance.tools import ToolPolicy
@@ -28,7 +30,8 @@ class GuardPolicy:
     """What the guards do for one principal. A ``None`` PII policy means nothing to
     scan (every type allowed); ``response_rewrites`` says whether streamed output
     must be parsed and rewritten for the response policy; ``injection_quiet`` that
-    the injection policy does nothing when the screen finds nothing."""
+    the injection policy does nothing when the screen finds nothing; ``documents``:
+    what the screen does with each RAG document (None: they are not screened)."""
 
     prompt: PiiPolicy | None
     tool_results: PiiPolicy | None
@@ -40,6 +43,7 @@ class GuardPolicy:
     max_output_tokens: int | None = None
     models: frozenset[str] | None = None
     injection_quiet: bool = True
+    documents: DocumentPolicy | None = None
 
 
 @dataclass
@@ -56,15 +60,19 @@ class _Resolved:
 
 @dataclass
 class GuardPolicies:
-    """Resolves and caches :class:`GuardPolicy` per (tenant, app)."""
+    """Resolves and caches :class:`GuardPolicy` per (tenant, app). ``detector``
+    screens messages; ``document_detector`` (the same, remembering its verdicts)
+    screens RAG documents, which recur."""
 
     config: GovernanceConfig
     detector: InjectionDetector = field(default_factory=HeuristicDetector)
     analyzer: Analyzer = field(init=False)
+    document_detector: InjectionDetector = field(init=False)
     _cache: dict[tuple[str, str | None], GuardPolicy] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.analyzer = CachedAnalyzer(Analyzer.from_config(self.config.pii.analyzer))
+        self.document_detector = CachedDetector(self.detector)
 
     def for_principal(self, tenant: str, app: str | None) -> GuardPolicy:
         key = (tenant, app)
@@ -103,6 +111,9 @@ class GuardPolicies:
         inj = r.injection
         injection = None if inj.mode == "none" else InjectionPolicy(
             InjectionAction(inj.mode), inj.log_at, inj.flag_at, inj.block_at)
+        doc_mode = inj.documents or inj.mode
+        documents = None if doc_mode == "none" else DocumentPolicy(
+            DocumentAction(doc_mode), inj.log_at, inj.flag_at, inj.block_at)
         return GuardPolicy(
             prompt=self._pii(r.prompt),
             tool_results=self._pii(r.tool_results or r.prompt),
@@ -114,4 +125,5 @@ class GuardPolicies:
             max_output_tokens=r.max_output_tokens,
             models=frozenset(r.models) if r.models is not None else None,
             injection_quiet=injection is None or injection.ignores_clean,
+            documents=documents,
         )

@@ -30,6 +30,9 @@ class GuardState:
     response_body: bytes | None = None  # a non-stream answer as the client got it
     verdicts: dict[str, Any] = field(default_factory=dict)
     flagged: bool = False
+    # the message the RAG documents became, their PII rules already applied
+    # (governance/document_guard.py): the input guard does not scan it again
+    screened_message: Any = None
     _vault: Vault | None = field(default=None, repr=False)  # made on first use
 
     @property

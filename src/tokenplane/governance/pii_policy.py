@@ -62,6 +62,11 @@ class PiiPolicy:
     def action_for(self, entity_type: str) -> PiiAction:
         return self.actions.get(entity_type, self.default)
 
+    @property
+    def rewrites(self) -> bool:
+        """True when the policy may change a text (some type is masked or tokenized)."""
+        return bool({self.default, *self.actions.values()} & {PiiAction.MASK, PiiAction.TOKENIZE})
+
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], analyzer: Analyzer | None = None) -> PiiPolicy:
         """``{"default": "mask", "actions": {"CN_ID_CARD": "tokenize"}, "analyzer": {...}}``."""

@@ -99,6 +99,12 @@ class GatewayMetrics:
             "tokenplane_session_tool_output_removed_tokens", "Tool-result tokens the "
             "tool-output policy removed from prompts.", ["tenant"], registry=r,
         )
+        self.injection_verdicts = Counter(
+            "tokenplane_injection_verdicts", "Verdicts the prompt-injection screen acted "
+            "on, by source (messages: a request's new turn and tool results, by their "
+            "worst verdict; documents: each RAG document) and action (log, flag, drop: "
+            "documents only, block).", ["source", "action", "tenant"], registry=r,
+        )
         self.session_budget_denials = Counter(
             "tokenplane_session_budget_denials", "Session steps refused because the "
             "session's budget was spent.", ["tenant"], registry=r,

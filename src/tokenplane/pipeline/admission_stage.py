@@ -8,9 +8,9 @@ while it runs, settle with the real usage when the request ends.
 * :class:`StreamDebit` (installed as ``ctx.stream_guard``) debits ``G`` output tokens
   *before* forwarding tokens beyond those covered; when a limit runs out the relay
   ends the stream with ``finish_reason: "length"``.
-* :class:`AdmissionFinisher` replaces the reservation by the real usage, or releases
-  it when the request never reached the upstream. (The meter finisher teaches the
-  shared length predictor.)
+* :class:`AdmissionFinisher` replaces the reservation by the real usage (a cache hit:
+  by what it is billed, ``cache/billing.py``), or releases it when the request never
+  reached the upstream. (The meter finisher teaches the shared length predictor.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.admission.ticket import Ticket
 from tokenplane.config.schema import ModelConfig
 from tokenplane.pipeline.context import RequestContext
-from tokenplane.pipeline.meter_stage import settled_counts
+from tokenplane.pipeline.meter_stage import HitBilling, settled_counts
 from tokenplane.sessions.budget import describe_denial, session_limits
 from tokenplane.sessions.ids import session_budget_error
 
@@ -160,19 +160,26 @@ class AdmissionStage:
 
 
 class AdmissionFinisher:
-    """Settles the request's reservation exactly once: real usage, or a release."""
+    """Settles the request's reservation exactly once: real usage, a cache hit's charge
+    (``hits``: the one the meter bills it at), or a release."""
 
     def __init__(self, svc: AdmissionService,
-                 count_text: Callable[[ModelConfig, str], int]) -> None:
+                 count_text: Callable[[ModelConfig, str], int],
+                 hits: HitBilling | None = None) -> None:
         self.svc = svc
         self.count_text = count_text
+        self.hits = hits
 
     async def finish(self, ctx: RequestContext) -> None:
         ticket, ctx.ticket = ctx.ticket, None
         if ticket is None:
             return
         svc, grant, now = self.svc, ticket.grant, time.time()
-        if ctx.upstream_start is None:  # never sent: refund everything
+        charge = self.hits.charge(ctx) if self.hits is not None else None
+        if charge is not None:  # a cache hit: what the ledger bills it
+            actual = Amounts(1, charge.input_tokens, charge.output_tokens, charge.cost_micros)
+            settlement = await svc.admission.reconcile(grant, actual, now)
+        elif ctx.upstream_start is None:  # never sent: refund everything
             settlement = await svc.admission.release(grant, now)
         else:
             c = settled_counts(ctx, self.count_text)

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from tokenplane.cache.billing import HitCharge
 from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.cache.hits import CacheFill, CacheHit
 from tokenplane.metering.events import UsageEvent
@@ -118,14 +119,27 @@ class CachedCall:
 
 
 class CacheBilling:
-    """The meter's hook for a hit's event: billed by the cache's billing rule at the
-    prices in force (``prices``: the meter's current price book)."""
+    """A hit's charge, for the meter (its ledger event) and admission (its settlement):
+    computed once per request by the cache's billing rule at the prices in force
+    (``prices``: the meter's current price book), so both see the same amounts."""
 
     def __init__(self, cache: ResponseCache, prices: Callable[[], PriceBook | None]) -> None:
         self.cache = cache
         self.prices = prices
 
-    def bill_hit(self, event: UsageEvent, ctx: RequestContext) -> None:
+    def charge(self, ctx: RequestContext) -> HitCharge | None:
+        """What the request's hit is billed (None: not a hit)."""
         hit = ctx.cache_hit
-        if hit is not None:
-            self.cache.bill(event, hit, ctx.estimated_input_tokens, self.prices())
+        if hit is None:
+            return None
+        found = ctx.cache_charge
+        if found is None:
+            found = ctx.cache_charge = self.cache.charge(
+                hit, ctx.alias or "unknown", ctx.response_model or "",
+                ctx.estimated_input_tokens, self.prices())
+        return found
+
+    def bill_hit(self, event: UsageEvent, ctx: RequestContext) -> None:
+        charge = self.charge(ctx)
+        if ctx.cache_hit is not None and charge is not None:
+            self.cache.bill(event, ctx.cache_hit, ctx.estimated_input_tokens, charge)

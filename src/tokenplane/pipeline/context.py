@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from tokenplane.admission.ticket import Ticket
 from tokenplane.auth.principal import Principal
+from tokenplane.cache.billing import HitCharge
 from tokenplane.cache.hits import CacheFill, CacheHit
 from tokenplane.config.schema import ModelConfig
 from tokenplane.context.documents import Packed
@@ -134,6 +135,7 @@ class RequestContext:
     tool_calls: int = 0  # tool calls in the answer (every choice)
     cache_hit: CacheHit | None = None  # the cached answer served (pipeline/cache_stage.py)
     cache_fill: CacheFill | None = None  # where a cache miss's answer is stored
+    cache_charge: HitCharge | None = None  # what the hit is billed, computed once
 
     @property
     def tenant(self) -> str | None:

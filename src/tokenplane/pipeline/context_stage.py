@@ -17,7 +17,9 @@ takes tokenplane's extension objects out of a chat body and acts on them.
   history, which the tokens stage then trims to fit around them. The answer carries
   the citation map: the ``x-tokenplane-citations`` header (compact JSON, marker ->
   document id; every answer, streams too) and a ``tokenplane`` object on a
-  non-stream body.
+  non-stream body. With governance, the documents are screened first by the
+  caller's policy (``pipeline/document_guard.py``: prompt injection, PII rules): a
+  dropped one is never packed and is reported dropped with reason ``injection``.
 - ``tokenplane.pinned`` on a message: noted for history trimming.
 
 Neither object reaches the upstream.
@@ -32,14 +34,16 @@ from typing import Any
 import orjson
 
 from tokenplane.config.context_schema import ContextConfig
-from tokenplane.context.documents import Packed
+from tokenplane.context.documents import Document, Packed
 from tokenplane.context.packer import ContextPacker, has_all_scores
 from tokenplane.context.trim import always_kept
 from tokenplane.context.wire import documents, duplicate_id, options, user_turn
 from tokenplane.errors import invalid
+from tokenplane.governance.document_guard import ScreenedDocuments
 from tokenplane.operations.context_fields import EXTENSION
 from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
+from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.overflow import REJECT, Overflow
 from tokenplane.tokens.model_counters import ModelCounters
 
@@ -78,14 +82,18 @@ def insert_at(messages: list[Any], placement: str) -> int:
 
 
 class ContextStage:
+    """``guard``: the governance policy on the documents (None: governance off)."""
+
     def __init__(self, counters: ModelCounters, config: ContextConfig,
                  overflow: Overflow | None = None, offload: CountOffload | None = None,
-                 packer: ContextPacker | None = None) -> None:
+                 packer: ContextPacker | None = None, guard: DocumentGuard | None = None
+                 ) -> None:
         self.counters = counters
         self.config = config
         self.overflow = overflow
         self.offload = offload
         self.packer = packer if packer is not None else ContextPacker()
+        self.guard = guard
 
     async def run(self, ctx: RequestContext) -> None:
         field = ctx.operation.messages_field
@@ -161,30 +169,43 @@ class ContextStage:
         placement = raw_opts.get("placement") or self.config.placement
         requested = self._requested(spec, ctx.model.context_window)
         model = ctx.model
+        guard = self.guard
+        state = guard.prepare(ctx) if guard is not None else None
+
+        def count(t: str) -> int:
+            return self.counters.count_text(model, t)
 
         def floor(text: str, above: int) -> int:
             return self.counters.floor_text(model, text, above)
 
-        def work() -> tuple[int, Packed]:
+        def work() -> tuple[int, Packed, ScreenedDocuments | None]:
             budget = self._room(ctx, field, placement, requested)
-            return budget, self.packer.pack(user_turn(ctx.body[field]), docs, budget,
-                                            lambda t: self.counters.count_text(model, t),
-                                            opts, floor, defer=True,
-                                            joins=self.counters.joins(model))
+
+            def pack(kept: list[Document]) -> Packed:
+                return self.packer.pack(user_turn(ctx.body[field]), kept, budget, count, opts,
+                                        floor, defer=True, joins=self.counters.joins(model))
+            if guard is None or state is None:
+                return budget, pack(docs), None
+            # screened first (injection, PII): what is dropped is never packed
+            return budget, *guard.pack(ctx.tenant or "", state, docs,
+                                       "tokenplane.context.documents", pack, count)
 
         if self.offload is not None and len(ctx.raw) >= OFFLOAD_BYTES:
             # many documents: counted and analysed off the loop, in turn per tenant
-            budget, packed = await self.offload.run(ctx.tenant or "", work)
+            budget, packed, screened = await self.offload.run(ctx.tenant or "", work)
         else:
-            budget, packed = work()
+            budget, packed, screened = work()
         ctx.packed = packed
+        message = None
         if packed.text:
             messages = list(ctx.body[field])
             at = insert_at(messages, placement)
-            messages.insert(at, {"role": placement, "name": CONTEXT_NAME,
-                                 "content": packed.text})
+            message = {"role": placement, "name": CONTEXT_NAME, "content": packed.text}
+            messages.insert(at, message)
             ctx.body[field] = messages
             ctx.pinned = frozenset(i + 1 if i >= at else i for i in ctx.pinned) | {at}
+        if guard is not None and screened is not None:
+            guard.note(ctx, screened, message)
         header, omitted = citations_header(packed.citations)
         ctx.response_headers[CITATIONS_HEADER] = header
         if omitted:

@@ -4,7 +4,9 @@ actually sent) and the context-size policy (after counting).
 Input guard, in order: allowed models of the app, tool definitions (reject / strip),
 the output-token cap, the prompt-injection screen (new user turn and the tool results
 after it), then the PII policy on messages, tool results and prompts (mask, tokenize
-into the request's vault, or block naming the entity types).
+into the request's vault, or block naming the entity types). RAG documents were
+screened around the packer (``pipeline/document_guard.py``); when PII rules that
+rewrite were applied to them there, the message they became is not scanned again.
 
 A chat message in which nothing is found (for most, the analyzer's gates prove it in a
 few C-level scans) is passed on as it is, no copy; when no message changes, neither
@@ -33,6 +35,7 @@ from tokenplane.governance.injection.screen import (
 from tokenplane.governance.pii_messages import apply_messages
 from tokenplane.governance.pii_policy import PiiBlocked, PiiPolicy, apply
 from tokenplane.governance.vault import Vault
+from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import RequestContext
 
@@ -88,26 +91,35 @@ def _chat_screened(messages: list[Any]) -> list[tuple[str, Source]]:
     return out
 
 
-class InputGuardStage:
-    """Applies the principal's governance policy to the request body."""
+def check_model(alias: str | None, pol: GuardPolicy) -> None:
+    """404 for a model alias outside the app's ``models`` list."""
+    if pol.models is not None and alias not in pol.models:
+        raise GatewayError(404, f"The model '{alias}' does not exist or you do not have "
+                           "access to it.", code="model_not_found", param="model",
+                           type_="invalid_request_error")
 
-    def __init__(self, policies: GuardPolicies) -> None:
+
+class InputGuardStage:
+    """Applies the principal's governance policy to the request body (the guard state
+    the context stage made for the RAG documents, if any, is kept)."""
+
+    def __init__(self, policies: GuardPolicies, metrics: GatewayMetrics | None = None) -> None:
         self.policies = policies
+        self.metrics = metrics
 
     async def run(self, ctx: RequestContext) -> None:
         principal = ctx.principal
         if principal is None:
             return
-        pol = self.policies.for_principal(principal.tenant, principal.app)
-        state = GuardState(pol)
-        ctx.guard = state
+        state = ctx.guard
+        if state is None:
+            state = ctx.guard = GuardState(
+                self.policies.for_principal(principal.tenant, principal.app))
+        pol = state.policy
         body = ctx.body
         operation = ctx.operation
         state.request_content = body.get(operation.content_field)
-        if pol.models is not None and ctx.alias not in pol.models:
-            raise GatewayError(404, f"The model '{ctx.alias}' does not exist or you do not have "
-                               "access to it.", code="model_not_found", param="model",
-                               type_="invalid_request_error")
+        check_model(ctx.alias, pol)
         if operation.tools and pol.tools.allowed is not None:
             before = {_name(t) for t in body.get("tools") or []}
             body = pol.tools.check_request(body)  # ToolNotAllowed -> 400 in reject mode
@@ -146,9 +158,11 @@ class InputGuardStage:
         except InjectionBlocked as exc:
             state.verdicts["injection"] = {"action": "block", "score": round(exc.verdict.score, 3),
                                            "labels": list(exc.verdict.labels)}
+            self._count(ctx, "block")
             raise
         if result.action is InjectionAction.NONE:
             return
+        self._count(ctx, result.action.value)
         v = result.verdict
         state.verdicts["injection"] = {"action": result.action.value, "score": round(v.score, 3),
                                        "labels": list(v.labels), "source": result.source}
@@ -159,6 +173,10 @@ class InputGuardStage:
             ctx.response_headers[INJECTION_HEADER] = "flagged"
             if INJECTION_FLAG not in ctx.flags:
                 ctx.flags.append(INJECTION_FLAG)
+
+    def _count(self, ctx: RequestContext, action: str) -> None:
+        if self.metrics is not None:
+            self.metrics.injection_verdicts.labels("messages", action, ctx.tenant or "").inc()
 
     def _pii(self, ctx: RequestContext, state: GuardState, pol: GuardPolicy,
              body: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +225,7 @@ def _guard_messages(messages: list[Any], pol: GuardPolicy,
     out: list[Any] | None = None
     blocked: list[str] = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict):
+        if not isinstance(m, dict) or m is state.screened_message:  # (documents: done)
             if out is not None:
                 out.append(m)
             continue

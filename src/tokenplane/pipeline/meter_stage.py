@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tokenplane.cache.billing import HitCharge
 from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
@@ -32,7 +33,10 @@ class Recorder(Protocol):
 
 
 class HitBilling(Protocol):
-    """Bills a cache hit's event (``cache/gateway/service.py``)."""
+    """A cache hit's charge (``pipeline/cache_stage.CacheBilling``): on its ledger
+    event, and what admission settles it at."""
+
+    def charge(self, ctx: RequestContext) -> HitCharge | None: ...
 
     def bill_hit(self, event: UsageEvent, ctx: RequestContext) -> None: ...
 

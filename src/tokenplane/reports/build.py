@@ -93,6 +93,8 @@ def compliance_document(r: ComplianceReport) -> Document:
             ("blocked", _n(verdicts.get("block", 0))),
             ("PII detections", _n(c.pii_total)),
             ("injection flags and blocks", _n(sum(c.injection_by_action.values()))),
+            ("RAG documents flagged, dropped or blocked",
+             _n(sum(c.injection_documents.values()))),
             ("tool calls denied", _n(sum(c.tools_denied.values()))),
         ), (False, True)),
         Heading("PII detections by type"),
@@ -116,9 +118,13 @@ def compliance_document(r: ComplianceReport) -> Document:
     doc.add(_table_of(c.blocks_by_code, "reason") if c.blocks_by_code else
             Para("No request was blocked."))
     doc.add(Heading("Injection screen"))
-    if c.injection_by_action:
-        doc.add(_table_of(c.injection_by_action, "action"),
-                _table_of({t or "-": n for t, n in c.injection_by_tenant.items()}, "tenant"))
+    if c.injection_by_action or c.injection_documents:
+        if c.injection_by_action:
+            doc.add(_table_of(c.injection_by_action, "action"))
+        if c.injection_documents:
+            doc.add(Para("RAG documents, by what the screen did with them:"),
+                    _table_of(c.injection_documents, "document action"))
+        doc.add(_table_of({t or "-": n for t, n in c.injection_by_tenant.items()}, "tenant"))
     else:
         doc.add(Para("No request was flagged or blocked by the injection screen."))
     doc.add(Heading("Denied tool calls"))

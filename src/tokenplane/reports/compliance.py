@@ -2,9 +2,11 @@
 records in, counts out).
 
 Each request record carries ``verdicts``: ``pii`` (per place scanned -- ``request``,
-``response`` -- entity type -> action -> count), ``injection`` (``action`` flag or
-block, ``score``, ``labels``), ``tools`` (``denied`` calls, ``stripped`` tools) and
-``error`` (the refusal's code), and a summary ``verdict`` (allow, flag, block)."""
+``response``, ``documents`` -- entity type -> action -> count), ``injection``
+(``action`` flag or block, ``score``, ``labels``), ``documents`` (the RAG documents
+the injection screen acted on: ``action`` log, flag, drop or block each), ``tools``
+(``denied`` calls, ``stripped`` tools) and ``error`` (the refusal's code), and a
+summary ``verdict`` (allow, flag, block)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ class ComplianceCounts:
     pii_by_tenant: dict[str, dict[str, int]] = field(default_factory=dict)  # tenant -> type
     blocks_by_code: dict[str, int] = field(default_factory=dict)
     injection_by_action: dict[str, int] = field(default_factory=dict)
-    injection_by_tenant: dict[str, int] = field(default_factory=dict)
+    injection_by_tenant: dict[str, int] = field(default_factory=dict)  # requests
+    injection_documents: dict[str, int] = field(default_factory=dict)  # action -> documents
     tools_denied: dict[str, int] = field(default_factory=dict)  # tool name -> calls denied
     tools_denied_by_tenant: dict[str, int] = field(default_factory=dict)
     tools_stripped: int = 0
@@ -81,8 +84,16 @@ def count(records: Iterable[Mapping[str, Any]]) -> ComplianceCounts:
         if rec.get("verdict") == "block":
             _bump(c.blocks_by_code, str(v.get("error") or "blocked"))
         inj = v.get("injection")
+        acted = False
         if isinstance(inj, Mapping) and inj.get("action") in ("flag", "block"):
             _bump(c.injection_by_action, str(inj["action"]))
+            acted = True
+        docs = v.get("documents")
+        for d in docs if isinstance(docs, list) else ():
+            if isinstance(d, Mapping) and d.get("action") in ("flag", "drop", "block"):
+                _bump(c.injection_documents, str(d["action"]))
+                acted = True
+        if acted:
             _bump(c.injection_by_tenant, tenant)
         tools = v.get("tools")
         if isinstance(tools, Mapping):

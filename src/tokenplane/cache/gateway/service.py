@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry
 
+from tokenplane.cache.billing import HitCharge, hit_charge
 from tokenplane.cache.entry import Entry
 from tokenplane.cache.hits import EXACT, SEMANTIC, CacheFill, CacheHit
 from tokenplane.cache.keys import Scope, exact_key, semantic_key
@@ -25,7 +25,7 @@ from tokenplane.cache.store import CacheStore
 from tokenplane.config.cache_schema import CacheConfig
 from tokenplane.embeddings.model import Embedder
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.pricing import PriceBook
+from tokenplane.metering.pricing import UNPRICED, PriceBook
 from tokenplane.observe.cells import CounterCells, HistogramCells
 from tokenplane.upstream.sse import payload as sse_payload
 
@@ -173,29 +173,32 @@ class ResponseCache:
                 now, now + cfg.semantic.ttl_s))
         return True
 
+    def charge(self, hit: CacheHit, model: str, response_model: str, saved_input: int,
+               prices: PriceBook | None) -> HitCharge:
+        """What a hit is billed (``cache/billing.py``) at ``prices``: the saved tokens'
+        list price, and the billing rule's share of it and of the tokens."""
+        full, version, currency = 0, UNPRICED, ""
+        if prices is not None:
+            probe = UsageEvent("", 0, 0.0, model=model, response_model=response_model,
+                               input_tokens=saved_input, output_tokens=hit.entry.output_tokens)
+            full, version = prices.cost(probe)
+            currency = prices.currency
+        return hit_charge(self.config.billing, saved_input, hit.entry.output_tokens, full,
+                          currency, version)
+
     def bill(self, event: UsageEvent, hit: CacheHit, saved_input: int,
-             prices: PriceBook | None) -> None:
+             charge: HitCharge) -> None:
         """Marks the ledger event of a hit: its kind, source request, the tokens it saved
         and their list price, and what it is billed (free or the discounted share)."""
         event.cache = hit.kind
         event.cache_source_request_id = hit.entry.request_id
         event.saved_input_tokens = saved_input
         event.saved_output_tokens = hit.entry.output_tokens
-        full, version = 0, "unpriced"
-        if prices is not None:
-            probe = UsageEvent(event.request_id, event.attempt, event.ts, model=event.model,
-                               response_model=event.response_model,
-                               input_tokens=saved_input,
-                               output_tokens=hit.entry.output_tokens)
-            full, version = prices.cost(probe)
-            event.currency = prices.currency
-        billing = self.config.billing
-        charged = 0
-        if billing.mode == "discounted":
-            charged = int((Decimal(full) * billing.charge).to_integral_value(ROUND_HALF_UP))
-        event.cost_micros = charged
-        event.saved_cost_micros = full - charged
-        event.price_version = version
+        if charge.currency:
+            event.currency = charge.currency
+        event.cost_micros = charge.cost_micros
+        event.saved_cost_micros = charge.saved_micros
+        event.price_version = charge.price_version
         m = self.metrics
         m.saved_tokens.labels(hit.kind, "input", event.tenant).inc(saved_input)
         m.saved_tokens.labels(hit.kind, "output", event.tenant).inc(hit.entry.output_tokens)

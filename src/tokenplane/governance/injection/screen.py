@@ -18,17 +18,24 @@ class InjectionAction(StrEnum):
 
 
 class InjectionBlocked(PolicyViolation):
-    """A 400 saying the request looks like a prompt injection (labels, no content)."""
+    """A 400 saying the request looks like a prompt injection (labels, no content);
+    ``what``: the part of it that does (a document), when not the messages."""
 
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: Verdict, what: str | None = None) -> None:
         self.verdict = verdict
         super().__init__(
             400,
             "request blocked by prompt-injection screen ("
+            + (f"{what}: " if what else "")
             + (", ".join(verdict.labels) or "suspicious content")
             + f", score {verdict.score:.2f})",
             code="prompt_injection_blocked",
         )
+
+
+def check_thresholds(log_at: float, flag_at: float, block_at: float) -> None:
+    if not 0.0 <= log_at <= flag_at <= block_at <= 1.0:
+        raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
 
 
 @dataclass(frozen=True)
@@ -43,8 +50,7 @@ class InjectionPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", InjectionAction(self.mode))
-        if not 0.0 <= self.log_at <= self.flag_at <= self.block_at <= 1.0:
-            raise ValueError("thresholds must satisfy 0 <= log_at <= flag_at <= block_at <= 1")
+        check_thresholds(self.log_at, self.flag_at, self.block_at)
 
     @property
     def ignores_clean(self) -> bool:
