@@ -62,15 +62,23 @@ def _account(packed, docs: list[Document], tok: Tokenizer) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(docs=_docs(), budget=st.integers(0, 1500), spec=st.sampled_from(SPECS),
-       query=_text(), original=st.booleans(), header=st.booleans())
+       query=_text(), original=st.booleans(), header=st.booleans(), joins=st.booleans())
 def test_never_over_budget_exact_counts(tokenizers: dict[str, Tokenizer], docs: list[Document],
                                         budget: int, spec: str, query: str, original: bool,
-                                        header: bool) -> None:
+                                        header: bool, joins: bool) -> None:
+    """Also with the block counted from its pieces (``joins``): the same result."""
     tok = tokenizers[spec]
     opts = PackOptions(order="original" if original else "relevance",
                        header=PackOptions().header if header else "",
                        rank="bm25")
-    packed = ContextPacker().pack(query, docs, budget, tok.count, opts)
+    packed = ContextPacker().pack(query, docs, budget, tok.count, opts,
+                                  joins=tok if joins else None)  # type: ignore[arg-type]
+    if joins:
+        whole = ContextPacker().pack(query, docs, budget, tok.count, opts)
+        assert (packed.text, packed.tokens, packed.kept, packed.dropped, packed.citations,
+                packed.offered_tokens) == (whole.text, whole.tokens, whole.kept,
+                                           whole.dropped, whole.citations,
+                                           whole.offered_tokens)
     assert packed.tokens == (tok.count(packed.text) if packed.text else 0)
     assert packed.tokens <= budget
     _account(packed, docs, tok)
@@ -219,9 +227,11 @@ def test_scores_on_some_documents_only_fall_back_to_bm25(tokenizers: dict[str, T
         ContextPacker().pack("", docs, 10_000, tok.count, PackOptions(rank="scores"))
 
 
-def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
+@pytest.mark.parametrize("joins", [False, True])
+def test_deferred_accounting_counts_only_what_the_decision_needs(joins: bool) -> None:
     """With a floor, documents that cannot fit are not counted (nor analysed) by the
-    decision; ``settle`` completes the accounting to exactly the undeferred result."""
+    decision; ``settle`` completes the accounting to exactly the undeferred result; and
+    the same with the block counted from its pieces and floors given their bound."""
 
     tok = TokenizerRegistry().get("tiktoken:cl100k_base")
     body = "The gateway reserves tokens before it runs and settles them after. "
@@ -236,7 +246,8 @@ def test_deferred_accounting_counts_only_what_the_decision_needs() -> None:
     full = ContextPacker().pack("How are tokens reserved?", docs, 300, tok.count)
     cache = AnalysisCache()
     lazy = ContextPacker(cache=cache).pack("How are tokens reserved?", docs, 300, count,
-                                           floor=tok.token_floor, defer=True)
+                                           floor=tok.token_floor, defer=True,
+                                           joins=tok if joins else None)  # type: ignore[arg-type]
     texts = {d.text for d in docs}
     assert not lazy.settled and len(texts & set(counted)) < len(texts) // 2
     assert cache.misses < len(docs) // 2  # only the documents considered were analysed

@@ -54,6 +54,7 @@ class AnalysisCache:
         self.max_entries = max_entries
         self._entries: OrderedDict[str, Analysis] = OrderedDict()
         self._terms: OrderedDict[str, Terms] = OrderedDict()  # texts only ranked
+        self._ranked: OrderedDict[str, None] = OrderedDict()  # texts ranked once
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -63,14 +64,9 @@ class AnalysisCache:
         hashes, else what was kept for a text only ranked before, else worked out (and
         kept: a text only ranked is not analysed), as :func:`bm25.ascii_terms` (its
         units counted) for ASCII text."""
-        with self._lock:
-            found = self._entries.get(text)
-            if found is not None:
-                return found.units
-            terms = self._terms.get(text)
-            if terms is not None:
-                self._terms.move_to_end(text)
-                return terms
+        terms = self.known_terms(text)
+        if terms is not None:
+            return terms
         made = ascii_terms(text)
         terms = made if made is not None else unit_hashes(text)
         with self._lock:
@@ -78,6 +74,31 @@ class AnalysisCache:
             while len(self._terms) > self.max_entries:
                 self._terms.popitem(last=False)
         return terms
+
+    def known_terms(self, text: str) -> Terms | None:
+        """What BM25 reads of ``text`` when this cache has it (its analysis's unit
+        hashes, or the terms kept when it was ranked), else None (nothing is worked
+        out: new texts are ranked all at once, ``context/query_counts.py``)."""
+        with self._lock:
+            found = self._entries.get(text)
+            if found is not None:
+                return found.units
+            terms = self._terms.get(text)
+            if terms is not None:
+                self._terms.move_to_end(text)
+            return terms
+
+    def ranked_before(self, text: str) -> bool:
+        """Whether ``text`` was ranked before (noted now): a text seen once is ranked
+        for its query alone (``context/query_counts.py``); one that recurs gets its
+        terms worked out and kept (:meth:`terms`)."""
+        with self._lock:
+            if text in self._ranked:
+                return True
+            self._ranked[text] = None
+            while len(self._ranked) > self.max_entries:
+                self._ranked.popitem(last=False)
+            return False
 
     def get(self, text: str) -> Analysis:
         with self._lock:

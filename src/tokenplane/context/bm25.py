@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.context.query_counts import QueryCounts
 from tokenplane.context.text import is_cjk, units
 
 K1 = 1.2
@@ -50,14 +51,14 @@ def ascii_terms(text: str) -> Counter[str] | None:
     return Counter(units(text))
 
 
-Terms = npt.NDArray[np.int64] | Counter[str]
+Terms = npt.NDArray[np.int64] | Counter[str] | QueryCounts
 
 
 def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     """Scores of documents given as arrays of unit hashes (``analysis.Analysis.units``)
-    or, for ASCII texts, as :func:`ascii_terms` (the same scores, collisions of 64-bit
-    hashes aside: an ASCII text holds no Chinese or Japanese character, so no bigram
-    either)."""
+    or, for ASCII texts, as :func:`ascii_terms`, or, for texts with no Chinese or
+    Japanese character, as ``query_counts.QueryCounts`` for this query (the same
+    scores, collisions of 64-bit hashes aside: such a text has no character bigram)."""
     n = len(docs)
     qs = units(query)
     if n == 0 or not qs:
@@ -67,7 +68,7 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
     cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
     bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
-    lengths = np.fromiter((d.total() if isinstance(d, Counter) else len(d) for d in docs),
+    lengths = np.fromiter((len(d) if isinstance(d, np.ndarray) else d.total() for d in docs),
                           np.float64, n)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
@@ -75,11 +76,11 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     hashed: list[int] = []
     arrays: list[npt.NDArray[np.int64]] = []
     for j, d in enumerate(docs):
-        if isinstance(d, Counter):
-            tf[:len(uni), j] = [d[u] for _, u in keyed]
-        else:
+        if isinstance(d, np.ndarray):
             hashed.append(j)
             arrays.append(d)
+        else:
+            tf[:len(uni), j] = [d[u] for _, u in keyed]
     if hashed:
         sub = lengths[hashed]
         flat: npt.NDArray[np.int64] = np.concatenate(arrays)

@@ -35,13 +35,12 @@ U64Array = npt.NDArray[np.uint64]
 
 
 def mix(h: U64Array) -> U64Array:
-    """The splitmix64 finalizer, in place."""
-    with np.errstate(over="ignore"):
-        h ^= h >> np.uint64(30)
-        h *= _M1
-        h ^= h >> np.uint64(27)
-        h *= _M2
-        h ^= h >> np.uint64(31)
+    """The splitmix64 finalizer, in place (array arithmetic wraps silently)."""
+    h ^= h >> np.uint64(30)
+    h *= _M1
+    h ^= h >> np.uint64(27)
+    h *= _M2
+    h ^= h >> np.uint64(31)
     return h
 
 
@@ -49,31 +48,46 @@ def shingle_hashes(units: npt.NDArray[np.int64]) -> U64Array:
     """The distinct hashes of the 3-unit shingles of one text, sorted."""
     u = units.view(np.uint64)
     n = len(u)
-    with np.errstate(over="ignore"):
-        if n >= 3:
-            h = u[:-2] * _P1 + u[1:-1] * _P2 + u[2:]
-        elif n:
-            h = np.zeros(1, np.uint64)
-            for x in u:
-                h = h * _P1 + x
-        else:
-            return np.zeros(0, np.uint64)
-    return np.unique(mix(h))
+    if n >= 3:
+        h = u[:-2] * _P1
+        h += u[1:-1] * _P2
+        h += u[2:]
+    elif n:
+        h = np.zeros(1, np.uint64)
+        for x in u:
+            h = h * _P1 + x
+    else:
+        return np.zeros(0, np.uint64)
+    mix(h)
+    h.sort()
+    if len(h) < 2:
+        return h
+    keep = np.empty(len(h), bool)
+    keep[0] = True
+    np.not_equal(h[1:], h[:-1], out=keep[1:])
+    out: U64Array = h[keep]
+    return out
 
 
 def signature(shingles: U64Array) -> U64Array:
+    """The smallest hash in each bin: ``shingles`` are sorted, so a bin's first one."""
     sig = np.full(BINS, _EMPTY, dtype=np.uint64)
     if len(shingles):
-        np.minimum.at(sig, (shingles >> _BIN_SHIFT).astype(np.intp), shingles & _VALUE_MASK)
+        bins = (shingles >> _BIN_SHIFT).astype(np.intp)
+        first = np.empty(len(bins), bool)
+        first[0] = True
+        np.not_equal(bins[1:], bins[:-1], out=first[1:])
+        sig[bins[first]] = shingles[first] & _VALUE_MASK
     return sig
 
 
 def estimates(sig: U64Array, others: U64Array) -> npt.NDArray[np.float64]:
-    """Estimated Jaccard similarity of signatures (along the last axis; broadcast)."""
-    both_empty = (sig == _EMPTY) & (others == _EMPTY)
-    match = (sig == others) & ~both_empty
-    used = BINS - both_empty.sum(axis=-1)
-    out: npt.NDArray[np.float64] = match.sum(axis=-1) / np.maximum(used, 1)
+    """Estimated Jaccard similarity of signatures (along the last axis; broadcast): the
+    share of equal minima among the bins not empty in both."""
+    eq = sig == others
+    both_empty = (eq & (sig == _EMPTY)).sum(axis=-1)
+    out: npt.NDArray[np.float64] = (eq.sum(axis=-1) - both_empty) / np.maximum(
+        BINS - both_empty, 1)
     return out
 
 

@@ -22,10 +22,11 @@ documents' counts, the passed-over ones' reasons) is done before returning, or w
    ends); the other passed-over ones are dropped as duplicates of a kept document
    (looked for all at once) or for the ``budget``;
 5. lay the kept documents out in rank or given order, numbered ``[1]``, ``[2]``... in
-   the order they appear, and count the block exactly: while it is over the budget
-   (token merges across the pieces' joins can differ from the sum of their counts),
-   the cut document, then the lowest-ranked kept one, is taken out again. The block
-   is never over the budget.
+   the order they appear, and count the block exactly (with ``joins``, from the
+   documents' counts and a few words at each join, ``context/block_count.py``; else by
+   counting it): while it is over the budget (token merges across the pieces' joins
+   can differ from the sum of their counts), the cut document, then the lowest-ranked
+   kept one, is taken out again. The block is never over the budget.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenplane.context.analysis import Analysis, AnalysisCache
+from tokenplane.context.block_count import SEPARATOR, block_tokens
 from tokenplane.context.bm25 import Terms, bm25_scores
 from tokenplane.context.documents import (
     Document,
@@ -46,10 +48,14 @@ from tokenplane.context.documents import (
     Ranker,
 )
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
-from tokenplane.context.text import first_sentence_end, sentence_ends
+from tokenplane.context.query_counts import query_counts
+from tokenplane.context.text import first_sentence_end, sentence_ends, units
+from tokenplane.tokens.space_splits import KnownCounts, SplitCounting
 
 Count = Callable[[str], int]
-SEPARATOR = "\n\n"
+# a lower bound of ``count(text)``; ``above``: where only whether it is over ``above``
+# matters (a cheaper floor may be given when that one already is)
+Floor = Callable[[str, int], int]
 DEFAULT_OPTIONS = PackOptions()
 
 
@@ -58,13 +64,13 @@ class _Chosen:
     index: int
     rank: int
     text: str
-    tokens: int
+    tokens: int  # what the accounting says it kept (at most the document's count)
+    exact: int  # the count of ``text``
     truncated: bool = False
 
 
-def _piece(doc: Document, marker: int, text: str) -> str:
-    src = f"({doc.source}) " if doc.source else ""
-    return f"[{marker}] {src}{text}"
+def _prefix(doc: Document, marker: int) -> str:
+    return f"[{marker}] ({doc.source}) " if doc.source else f"[{marker}] "
 
 
 def has_all_scores(documents: Sequence[Document]) -> bool:
@@ -89,7 +95,8 @@ class _KeptSignatures:
         ``floor`` or more (one vectorised comparison for all of them)."""
         if not self.index or not ans:
             return [[] for _ in ans]
-        sigs = np.stack([a.signature for a in ans])
+        sigs = ans[0].signature[None] if len(ans) == 1 else np.stack(
+            [a.signature for a in ans])
         est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])
         rows, cols = np.nonzero(est >= floor)
         out: list[list[int]] = [[] for _ in ans]
@@ -121,19 +128,39 @@ class ContextPacker:
         elif options.rank == "auto" and self.ranker is not None:
             scores = self.ranker.scores(query, [d.text for d in documents])
         else:
-            terms: list[Terms] = [a.units for a in analyses] if analyses is not None \
-                else [self.cache.terms(d.text) for d in documents]
-            scores = bm25_scores(terms, query)
+            scores = bm25_scores(self._terms(query, documents, analyses), query)
         return sorted(range(n), key=lambda i: (-scores[i], i))
 
+    def _terms(self, query: str, documents: Sequence[Document],
+               analyses: list[Analysis] | None) -> list[Terms]:
+        """What BM25 reads of each document: the cache's; for a text ranked before,
+        its terms (kept); else worked out for this query, all new texts at once
+        (``context/query_counts.py``; a Chinese or Japanese text's unit hashes, kept)."""
+        if analyses is not None:
+            return [a.units for a in analyses]
+        cache = self.cache
+        found = [cache.known_terms(d.text) for d in documents]
+        for i, t in enumerate(found):  # a text seen before: its terms, kept for next time
+            if t is None and cache.ranked_before(documents[i].text):
+                found[i] = cache.terms(documents[i].text)
+        new = [i for i, t in enumerate(found) if t is None]
+        if new:
+            fresh = query_counts([documents[i].text for i in new], units(query))
+            for i, terms in zip(new, fresh, strict=True):
+                found[i] = terms if terms is not None else self.cache.terms(documents[i].text)
+        return [t for t in found if t is not None]
+
     def pack(self, query: str, documents: Sequence[Document], budget: int, count: Count,
-             options: PackOptions = DEFAULT_OPTIONS, floor: Count | None = None,
-             defer: bool = False) -> Packed:
+             options: PackOptions = DEFAULT_OPTIONS, floor: Floor | None = None,
+             defer: bool = False, joins: SplitCounting | None = None) -> Packed:
         """Packs ``documents``; ``floor``: a lower bound of ``count`` that costs no
-        tokenizing (a document whose floor cannot fit is passed over uncounted).
+        tokenizing (``Floor``: a document whose floor cannot fit is passed over
+        uncounted).
         ``defer``: the documents the decision did not need are counted (and the reason
         they were dropped, ``duplicate`` or ``budget``, worked out) only by
-        ``Packed.settle()``; else before returning."""
+        ``Packed.settle()``; else before returning. ``joins``: the tokenizer ``count``
+        counts with, where its pre-tokens break at the block's joins
+        (``context/block_count.py``): the block is then counted from its pieces."""
         docs = list(documents)
         counts: list[int | None] = [None] * len(docs)
         analyses: list[Analysis | None] = [None] * len(docs)
@@ -169,7 +196,7 @@ class ContextPacker:
             src = docs[i].source
             found = overhead.get(src)
             if found is None:
-                found = overhead[src] = sep_cost + count(_piece(docs[i], int(wide), ""))
+                found = overhead[src] = sep_cost + count(_prefix(docs[i], int(wide)))
             return found
 
         def duplicates(ixs: list[int]) -> list[Dropped | None]:
@@ -200,7 +227,8 @@ class ContextPacker:
             extra = cost(i) + (0 if chosen or not header else sep_cost)
             room = budget - used - extra
             # (a floor is at most the text's length: no use calling it on a short one)
-            if room < 0 or (floor is not None and len(text) > room and floor(text) > room):
+            if room < 0 or (floor is not None and len(text) > room
+                            and floor(text, room) > room):
                 passed.append(i)  # cannot fit: not counted (unless it is cut below)
                 continue
             need = tokens(i) + extra
@@ -211,7 +239,7 @@ class ContextPacker:
             if dup is not None:
                 dropped.append(dup)
                 continue
-            chosen.append(_Chosen(i, r, text, tokens(i)))
+            chosen.append(_Chosen(i, r, text, tokens(i), tokens(i)))
             by_key.setdefault(an(i).key, i)
             kept_sigs.add(i, an(i))
             used += need
@@ -236,7 +264,7 @@ class ContextPacker:
 
         offered = sum(n for n in counts if n is not None)
         packed = self._lay_out(docs, tokens, chosen, dropped, header, budget, count, options,
-                               offered)
+                               offered, joins)
         packed.deferred = settle
         if not defer:
             packed.settle()
@@ -245,7 +273,7 @@ class ContextPacker:
     def _cut(self, docs: list[Document], tokens: Callable[[int], int], passed: list[int],
              chosen: list[_Chosen], duplicate_of: Callable[[int], Dropped | None],
              room: int, cost: Callable[[int], int], lead: int, count: Count,
-             rank_of: dict[int, int], floor: Count | None) -> int | None:
+             rank_of: dict[int, int], floor: Floor | None) -> int | None:
         """Cuts the best passed-over document (not a duplicate of one kept) after its
         last sentence that fits ``room``; returns its index (None when none fits).
         A prefix whose ``floor`` is over what is left is not counted (nor is a document
@@ -260,7 +288,7 @@ class ContextPacker:
             end = len(text.rstrip())
             first = first_sentence_end(text)
             if first is None or first >= end or (
-                    floor is not None and floor(text[:first].rstrip()) > left):
+                    floor is not None and floor(text[:first].rstrip(), left) > left):
                 continue  # no sentence, or not even its first one fits: the next one
             if duplicate_of(i) is not None:
                 continue
@@ -270,7 +298,8 @@ class ContextPacker:
             while lo <= hi:  # the longest prefix of whole sentences that fits
                 mid = (lo + hi) // 2
                 prefix = text[:ends[mid]].rstrip()
-                n = left + 1 if floor is not None and floor(prefix) > left else count(prefix)
+                n = left + 1 if floor is not None and floor(prefix, left) > left \
+                    else count(prefix)
                 if n <= left:
                     best, best_tokens, lo = mid, n, mid + 1
                 else:
@@ -278,23 +307,43 @@ class ContextPacker:
             if best < 0:
                 continue
             prefix = text[:ends[best]].rstrip()
-            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)), True))
+            chosen.append(_Chosen(i, rank_of[i], prefix, min(best_tokens, tokens(i)),
+                                  best_tokens, True))
             return i
         return None
 
+    @staticmethod
+    def _block(header: str, pieces: list[tuple[str, str, int]], joins: SplitCounting,
+               count: Count, text: str) -> int:
+        """The block's count from its pieces, or the one kept for it (``KnownCounts``:
+        the same block again), kept when worked out."""
+        cached = joins if isinstance(joins, KnownCounts) else None
+        found = cached.known(text) if cached is not None and text else None
+        if found is not None:
+            return found
+        n = block_tokens(header, pieces, joins, count)
+        if cached is not None and text:
+            cached.remember(text, n)
+        return n
+
     def _lay_out(self, docs: list[Document], tokens: Callable[[int], int], chosen: list[_Chosen],
                  dropped: list[Dropped], header: str, budget: int, count: Count,
-                 options: PackOptions, offered: int) -> Packed:
+                 options: PackOptions, offered: int, joins: SplitCounting | None) -> Packed:
         while True:
             if options.order == "original":
                 placed = sorted(chosen, key=lambda c: c.index)
             else:
                 placed = sorted(chosen, key=lambda c: c.rank)
-            pieces = [_piece(docs[c.index], m, c.text) for m, c in enumerate(placed, 1)]
-            if pieces and header:
-                pieces.insert(0, header)
-            text = SEPARATOR.join(pieces)
-            block = count(text) if text else 0
+            pieces = [(_prefix(docs[c.index], m), c.text, c.exact)
+                      for m, c in enumerate(placed, 1)]
+            lines = [p + t for p, t, _ in pieces]
+            if lines and header:
+                lines.insert(0, header)
+            text = SEPARATOR.join(lines)
+            if joins is not None:
+                block = self._block(header, pieces, joins, count, text)
+            else:
+                block = count(text) if text else 0
             if block <= budget:
                 break
             # over by the joins: take out the cut document, else the lowest-ranked one

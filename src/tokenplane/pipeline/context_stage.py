@@ -175,13 +175,15 @@ class ContextStage:
         def count(t: str) -> int:
             return self.counters.count_text(model, t)
 
+        def floor(text: str, above: int) -> int:
+            return self.counters.floor_text(model, text, above)
+
         def work() -> tuple[int, Packed, ScreenedDocuments | None]:
             budget = self._room(ctx, field, placement, requested)
 
             def pack(kept: list[Document]) -> Packed:
                 return self.packer.pack(user_turn(ctx.body[field]), kept, budget, count, opts,
-                                        lambda t: self.counters.floor_text(model, t),
-                                        defer=True)
+                                        floor, defer=True, joins=self.counters.joins(model))
             if guard is None or state is None:
                 return budget, pack(docs), None
             # screened first (injection, PII): what is dropped is never packed

@@ -17,6 +17,7 @@ from typing import Any
 
 from tokenplane.config.schema import ModelConfig
 from tokenplane.tokens.base import Tokenizer
+from tokenplane.tokens.cached_splits import CachedSplits
 from tokenplane.tokens.char_floor import char_floor
 from tokenplane.tokens.counter import ChatCounter, CountResult
 from tokenplane.tokens.counts import TokenCounts
@@ -25,8 +26,14 @@ from tokenplane.tokens.estimator import Estimator
 from tokenplane.tokens.floor_parts import FloorParts
 from tokenplane.tokens.ids import check_token_ids, vocab_size
 from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
-from tokenplane.tokens.registry import TokenizerRegistry, UnknownTokenizerError
+from tokenplane.tokens.registry import (
+    HFTokenizer,
+    TiktokenTokenizer,
+    TokenizerRegistry,
+    UnknownTokenizerError,
+)
 from tokenplane.tokens.segments import SegmentCache
+from tokenplane.tokens.space_splits import SplitCounting
 from tokenplane.tokens.templates import make_template
 
 log = logging.getLogger("tokenplane.tokens")
@@ -242,11 +249,11 @@ class ModelCounters:
         if alias in self._estimated and features:
             self.estimator.observe(alias, features, reported_prompt)
 
-    def floor_text(self, model: ModelConfig, text: str) -> int:
+    def floor_text(self, model: ModelConfig, text: str, above: int = -1) -> int:
         """The fewest tokens ``text`` can take for ``model``, without tokenizing it
         (never above :meth:`count_text`): the count itself when the segment cache holds
         it, else the tokenizer's ``token_floor`` where it has one (``TiktokenTokenizer``,
-        ``tokens/piece_floor.py``), else 0."""
+        ``tokens/piece_floor.py``; a cheaper one when it is over ``above``), else 0."""
         if model.alias in self._estimated:
             return 0
         tok = self._by_alias[model.alias].template.tokenizer
@@ -254,7 +261,20 @@ class ModelCounters:
         if known is not None:
             return known
         floor = getattr(tok, "token_floor", None)
-        return int(floor(text)) if floor is not None else 0
+        return int(floor(text, above)) if floor is not None else 0
+
+    def joins(self, model: ModelConfig) -> SplitCounting | None:
+        """The alias's tokenizer where its pre-tokens break at a context block's joins
+        (``tokens/space_splits.py``), so the packer counts the block from its pieces'
+        counts (``context/block_count.py``) and keeps it in the segment cache
+        (``tokens/cached_splits.py``); None for an estimated alias or a tokenizer
+        without that proof (the block is then counted)."""
+        if model.alias in self._estimated:
+            return None
+        tok = self._by_alias[model.alias].template.tokenizer
+        if isinstance(tok, TiktokenTokenizer | HFTokenizer) and tok.space_splits:
+            return CachedSplits(tok, tok, self.cache)
+        return None
 
     def count_text(self, model: ModelConfig, text: str) -> int:
         est = self._estimated.get(model.alias)

@@ -25,12 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 from tokenplane.tokens.piece_floor import piece_floor
+from tokenplane.tokens.space_splits import PATTERNS, hf_heads_of, runs_floor
+from tokenplane.tokens.word_counts import WordCounts
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
+# text up to this long is counted from its words (tokens/word_counts.py: a new text of
+# 16k characters in about 0.3 ms, holding the GIL); longer, by tiktoken, which lets other
+# threads run
+WORDS_MAX_CHARS = 16384
 HF_BATCH_CHARS = 4096  # longer text is counted by the call that lets other threads run
 
 
@@ -53,10 +62,14 @@ class TiktokenTokenizer:
     Text containing no special token's first character skips tiktoken's per-call special
     token set handling (``encode_ordinary``, about 3x faster on short texts).
 
-    ``count`` of short ASCII text holding no special-token text runs in Python without
-    releasing the GIL (:mod:`tokenplane.tokens.ascii_bpe`, exact); ``count_many`` counts
-    several texts with at most one tiktoken call (the texts joined by a special token,
-    which tiktoken never merges across).
+    ``count`` of text up to ``WORDS_MAX_CHARS`` holding no special-token text sums its
+    words' memoised counts where the encoding's pattern is one of
+    ``space_splits.PATTERNS`` (``space_splits``: then every space between two non-space
+    characters is a break, :mod:`tokenplane.tokens.word_counts`; exact); new words are
+    counted in Python without releasing the GIL for ASCII
+    (:mod:`tokenplane.tokens.ascii_bpe`, exact); ``count_many`` counts several texts
+    with at most one tiktoken call (the texts joined by a special token, which tiktoken
+    never merges across).
     """
 
     def __init__(self, name: str, encoding: Any, nfc: bool = False) -> None:
@@ -76,8 +89,36 @@ class TiktokenTokenizer:
         self._sep = "" if short else sep
         self._sep_id = specials.get(sep, -1)
         self._floor: CharFloor | None = None
-        self._piece_floor = None if short else piece_floor(getattr(encoding, "_pat_str", None),
-                                                            nfc)
+        pattern = getattr(encoding, "_pat_str", None)
+        self._piece_floor = None if short else piece_floor(pattern, nfc)
+        self._words = WordCounts(self._count_direct_many, encoding.encode_ordinary,
+                                 self._token_bytes) if not short and pattern in PATTERNS \
+            else None
+        # whether a space between two non-space characters, and a newline before "[",
+        # are pre-token breaks (tokens/space_splits.py)
+        self.space_splits = self._words is not None
+
+    def forget_words(self) -> None:
+        """Empties the word memo (``tokens/word_counts.py``): the next texts count as
+        if their words were new."""
+        if self._words is not None:
+            self._words.clear()
+
+    def _token_bytes(self) -> npt.NDArray[np.int64]:
+        """Each ordinary token's length in bytes, by id."""
+        ranks: dict[bytes, int] = self._enc._mergeable_ranks
+        out = np.zeros(max(ranks.values(), default=0) + 1, np.int64)
+        out[np.fromiter(ranks.values(), np.int64, len(ranks))] = np.fromiter(
+            map(len, ranks), np.int64, len(ranks))
+        return out
+
+    def ordinary(self, text: str) -> bool:
+        """Whether ``text`` holds no special-token text."""
+        heads = self._heads
+        if len(heads) == 1:  # (tiktoken's encodings: "<|"; one character is found faster)
+            h = heads[0]
+            return not (h[0] in text and h in text)
+        return not any(h[0] in text and h in text for h in heads)
 
     def char_floor(self) -> CharFloor:
         """Every token stands for a run of the text's bytes (``tokens/char_floor.py``):
@@ -89,16 +130,23 @@ class TiktokenTokenizer:
             self._floor = CharFloor(longest, self._nfc)
         return self._floor
 
-    def token_floor(self, text: str) -> int:
+    def token_floor(self, text: str, above: int = -1) -> int:
         """The fewest tokens ``text`` can take, from its pieces' shape, without
         tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
-        listed there, or special-token text)."""
+        listed there, or special-token text). ``above``: where only whether the floor is
+        over ``above`` matters, the cheaper floor of its runs of non-whitespace
+        (``space_splits.runs_floor``) when that already is."""
         floor = self._piece_floor
-        if floor is None:
+        if floor is None or not self.ordinary(text):
             return 0
-        for h in self._heads:
-            if h in text:
-                return 0
+        if above >= 0 and self.space_splits:
+            # a prefix's runs are a floor too: enough text to be over ``above`` at about
+            # four characters a run, before the whole
+            quick = runs_floor(text[:4 * above + 64])
+            if quick <= above and len(text) > 4 * above + 64:
+                quick = runs_floor(text)
+            if quick > above:
+                return quick
         return floor.tokens(text)
 
     def encode(self, text: str) -> list[int]:
@@ -118,6 +166,11 @@ class TiktokenTokenizer:
         return text
 
     def count(self, text: str) -> int:
+        words = self._words
+        if words is not None and len(text) <= WORDS_MAX_CHARS and self.ordinary(text):
+            if self._nfc and not text.isascii():
+                text = unicodedata.normalize("NFC", text)
+            return words.count(text)
         fast = self._ascii
         if fast is not None and len(text) <= ASCII_MAX_CHARS and text.isascii():
             for h in self._heads:
@@ -128,7 +181,26 @@ class TiktokenTokenizer:
         return len(self.encode(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """``[self.count(t) for t in texts]``, with at most one call into tiktoken."""
+        """``[self.count(t) for t in texts]``, with at most one call into tiktoken
+        (besides those counting new words)."""
+        words = self._words
+        if words is None:
+            return self._count_direct_many(texts)
+        out = [0] * len(texts)
+        mine: list[int] = []
+        rest: list[int] = []
+        for i, text in enumerate(texts):
+            (mine if len(text) <= WORDS_MAX_CHARS and self.ordinary(text) else rest).append(i)
+        nfc = self._nfc
+        counts = words.count_many(
+            [unicodedata.normalize("NFC", texts[i]) if nfc else texts[i] for i in mine],
+            [texts[i] for i in rest])
+        for i, n in zip(mine + rest, counts, strict=True):
+            out[i] = n
+        return out
+
+    def _count_direct_many(self, texts: Sequence[str]) -> list[int]:
+        """``count_many`` by tokenizing each text (the short ASCII ones in Python)."""
         out = [0] * len(texts)
         rest: list[int] = []
         for i, text in enumerate(texts):
@@ -188,13 +260,39 @@ class HFTokenizer:
         self._tok = tokenizer
         self.n_vocab: int = int(tokenizer.get_vocab_size(with_added_tokens=True))
         self._floor: CharFloor | bool | None = False  # False: not worked out yet
+        # the added tokens' first two characters where the breaks of
+        # tokens/space_splits.py hold (None: they do not; False: not worked out yet)
+        self._heads: frozenset[str] | bool | None = False
         # ``encode`` holds the GIL throughout; the batch call (without offsets) does not
         self._batch = getattr(tokenizer, "encode_batch_fast", None)
+
+    @property
+    def space_splits(self) -> bool:
+        """Whether a space between two non-space characters, and a newline before "[",
+        are pre-token breaks (``tokens/space_splits.py``, read from the tokenizer.json;
+        with the character floor, which ``ModelCounters`` works out at start)."""
+        if self._heads is False:
+            self._heads = hf_heads_of(self._tok.to_str())
+        return self._heads is not None
+
+    def token_floor(self, text: str, above: int = -1) -> int:
+        """The fewest tokens ``text`` can take, where ``space_splits``: its runs of
+        non-whitespace (``space_splits.runs_floor``); else 0."""
+        return runs_floor(text) if self.space_splits and self.ordinary(text) else 0
+
+    def ordinary(self, text: str) -> bool:
+        """Whether ``text`` holds no added token's text (only where ``space_splits``)."""
+        heads = self._heads if self.space_splits else None
+        return isinstance(heads, frozenset) and not any(
+            h[0] in text and h in text for h in heads)
 
     def char_floor(self) -> CharFloor | None:
         """Byte-level BPE only (``tokens/char_floor.py``); None for other kinds."""
         if self._floor is False:
-            self._floor = hf_char_floor_of(self._tok.to_str())
+            spec = self._tok.to_str()  # (a third of a second for DeepSeek's: read once)
+            self._floor = hf_char_floor_of(spec)
+            if self._heads is False:
+                self._heads = hf_heads_of(spec)
         return self._floor if isinstance(self._floor, CharFloor) else None
 
     def encode(self, text: str) -> list[int]:

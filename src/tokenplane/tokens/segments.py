@@ -191,6 +191,15 @@ class SegmentCache:
             return None
         return found if isinstance(found, int) else found.total
 
+    def put(self, tokenizer: Tokenizer, text: str, count: int) -> None:
+        """Keeps ``count`` as the count of the one-part segment ``text`` (worked out
+        otherwise, exactly: a packed block's from its pieces, ``context/block_count.py``)."""
+        with self._lock:
+            if (tokenizer.name, text) not in self._entries:
+                self._entries[(tokenizer.name, text)] = count
+                self.chars += len(text)
+                self._evict()
+
     def count(self, tokenizer: Tokenizer, text: str) -> int:
         """Token count of one text segment, through the cache."""
         return self.measure(tokenizer, (text,))[0].total
