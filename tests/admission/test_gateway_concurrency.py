@@ -42,7 +42,9 @@ async def test_two_gateways_share_a_tpm_limit(tmp_path: Path, redis_prefix: str)
     limits.set(LimitTarget(TENANT), {"tpm": LIMIT})
     limits.close()
     shutil.copytree(homes[0], homes[1])  # a second replica with the same keys and limits
-    admission = {"key_prefix": redis_prefix, "predict_output": False,
+    # (a store call gets 5 s, not 0.5: on a loaded box a timed-out call is a 503,
+    # fail-closed as configured, and this test is about the limit's exactness)
+    admission = {"key_prefix": redis_prefix, "predict_output": False, "timeout_s": 5.0,
                  "default_output_tokens": PREDICTED, "debit_granularity": G, "replicas": 2}
     procs = [GatewayProcess(write_config(h, REDIS_URL, admission), h / "stderr.log")
              for h in homes]
