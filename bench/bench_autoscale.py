@@ -99,6 +99,9 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
         "requests_waited_on_cold_start": tp["requests_waited_on_cold_start"],
         "requests_waited_on_foreseeable_cold_start":
             tp["requests_waited_on_foreseeable_cold_start"],
+        "requests_missed_during_cold_start": tp.get("requests_missed_during_cold_start"),
+        "requests_missed_during_foreseeable_cold_start":
+            tp.get("requests_missed_during_foreseeable_cold_start"),
         "forecast": tp.get("forecast"),
         "table": {n: {k: p[k] for k in (
             "replica_hours_serving", "replica_hours_warm", "replica_hours_total", "cost",
@@ -106,7 +109,9 @@ def figures(res: dict[str, Any]) -> dict[str, Any]:
             "minutes_below_target_2plus_misses", "scale_events", "reversals",
             "reversals_per_hour_max", "cold_starts", "warm_promotions",
             "requests_waited_on_cold_start", "requests_waited_on_foreseeable_cold_start",
-            "sim_wall_s")} for n, p in pols.items()},
+            "requests_missed_during_cold_start",
+            "requests_missed_during_foreseeable_cold_start",
+            "sim_wall_s") if k in p} for n, p in pols.items()},
     }
 
 
@@ -115,6 +120,8 @@ def main() -> None:
     ap.add_argument("--rate-scale", type=float, default=10.0)
     ap.add_argument("--day-hours", type=float, default=24.0)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="The day's seed (arrivals, request sizes, the history's noise).")
     ap.add_argument("--out", default="docs/simulation/autoscale")
     ap.add_argument("--policies", default=",".join(AUTOSCALE_POLICIES))
     ap.add_argument("--figures-of", default=None,
@@ -129,7 +136,8 @@ def main() -> None:
                 if n and ok / n < res["config"]["slo_target"] and n - ok >= 2))
         print(json.dumps(clean_json(figures(res)), indent=1))
         return
-    cfg = DayConfig(rate_scale=args.rate_scale, day_hours=args.day_hours, jobs=args.jobs)
+    cfg = DayConfig(rate_scale=args.rate_scale, day_hours=args.day_hours, jobs=args.jobs,
+                    seed=args.seed)
 
     def progress(name: str, r: dict[str, Any]) -> None:
         print(f"{name:>12} rh {r['replica_hours_serving']:.1f}+{r['replica_hours_warm']:.1f} "
@@ -147,6 +155,7 @@ def main() -> None:
         "rate_scale": cfg.rate_scale,
         "day_hours": cfg.day_hours,
         "jobs": cfg.jobs,
+        "seed": cfg.seed,
         "requests": res["requests"],
         "peak_rps": res["curve"]["peak_rps"],
         "mean_rps": res["curve"]["mean_rps"],

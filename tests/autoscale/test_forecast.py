@@ -92,3 +92,37 @@ def test_bad_parameters_are_rejected() -> None:
         DemandForecaster(bin_s=7.0)
     with pytest.raises(ValueError):
         DemandForecaster(alpha=0.0)
+
+
+def test_a_burst_barely_moves_the_level_a_lasting_shift_does() -> None:
+    """Robust Holt: a 5-minute burst at 3x the profile moves the level by a few
+    clipped steps; an hour at 1.3x is followed as before."""
+    def run(factor: float, minutes: int) -> float:
+        fc = DemandForecaster()
+        fc.learn(history(7, noise=0.05))
+        rng = random.Random(3)
+        t0 = 10 * 3600.0
+        for m in range(30):  # half an hour as the profile says, with its noise
+            t = t0 + 60 * m
+            fc.observe(t, day_shape(t) * rng.uniform(0.95, 1.05))
+        for m in range(30, 30 + minutes):
+            t = t0 + 60 * m
+            fc.observe(t, factor * day_shape(t) * rng.uniform(0.95, 1.05))
+        t = t0 + 60 * (30 + minutes)
+        fc.observe(t, day_shape(t))  # closes the last minute
+        f = fc.forecast(t, 120.0)
+        assert f is not None
+        return f / day_shape(t + 120.0)
+
+    burst = run(3.0, 5)
+    assert burst < 1.35  # unclipped, the level would be about 2.5x
+    plain = DemandForecaster(huber_k=1e9)  # the same smoothing without the clipping
+    plain.learn(history(7, noise=0.05))
+    t0 = 10 * 3600.0
+    for m in range(35):
+        t = t0 + 60 * m
+        plain.observe(t, (3.0 if m >= 30 else 1.0) * day_shape(t))
+    plain.observe(t0 + 35 * 60.0, day_shape(t0 + 35 * 60.0))
+    f = plain.forecast(t0 + 35 * 60.0, 120.0)
+    assert f is not None and f / day_shape(t0 + 37 * 60.0) > 1.8
+    assert run(1.3, 60) == pytest.approx(1.3, rel=0.08)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
+
 from tests.autoscale.helpers import TOKENS_PER_REPLICA, drive, policy, snap
 from tokenplane.autoscale.forecast import DAY_S, DemandForecaster
 from tokenplane.autoscale.policy import TokenplanePolicy
@@ -221,3 +223,36 @@ def test_for_profile_prices_tokens_with_the_engine_profile() -> None:
     flat = TokenplanePolicy.for_profile(
         PoolPolicySpec(target_utilisation=1.0, replica_tokens_per_s=2000.0), prof)
     assert flat.capacity.costs.prompt_s == flat.capacity.costs.output_s == 1 / 2000.0
+
+
+def test_a_fresh_policy_waits_a_down_window_before_it_scales_down() -> None:
+    """A policy that has just started (a gateway restart) has no recommendations
+    behind it: it does not give replicas back before a whole down window."""
+    spec = PoolPolicySpec(target_utilisation=1.0, scale_down_window_s=300.0, cooldown_s=0.0)
+    pol = policy(spec)
+    out = drive(pol, [1000.0] * 40, serving=4)  # 400 s of a 1-replica demand
+    first_down = next(t for t, s, _, _ in out if s < 4)
+    assert first_down >= 300.0
+    assert out[0][3][0] == "stabilising"
+
+
+def test_the_forecasts_headroom_is_for_the_forecasts_arrivals() -> None:
+    """A pool that is idle now is not sized for its emptiness's spread: the
+    headroom of what the forecast asks for is that of the forecast's own arrivals."""
+    spec = PoolPolicySpec(target_utilisation=1.0, cold_start_s=120.0, arrival_sigmas=3.0)
+    fc = DemandForecaster()
+    fc.learn(_history())
+    pol = TokenplanePolicy(spec, policy(spec, headroom=True).capacity, fc, nowcast=False)
+    t = 12 * 3600.0  # midday: the profile says 6 replicas' worth
+    # the first decision: nothing seen yet (a gateway just started), no size known
+    d = pol.decide(snap(t, 6, tokens_per_s=0.0), t)
+    work = d.inputs["forecast_work"]  # engine-seconds per second: replicas at target 1
+    assert work > 4.0
+    assert d.inputs["need_forecast"] == pytest.approx(work, rel=1e-3)  # no spread
+    # once requests of 1,000 tokens were seen at the forecast's rate (6 per second,
+    # ~780 within a cold start): a few percent of headroom, not the 3 x sqrt(2)
+    # an empty pool's spread would give
+    for k in range(1, 7):
+        d = pol.decide(snap(t + 10.0 * k, 6, tokens_per_s=6000.0), t + 10.0 * k)
+    work = d.inputs["forecast_work"]
+    assert work * 1.02 < d.inputs["need_forecast"] < work * 1.2

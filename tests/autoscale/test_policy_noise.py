@@ -94,7 +94,7 @@ def test_a_quiet_pool_keeps_more_room_than_a_busy_one() -> None:
     few, many = need(0.5), need(500.0)
     spec = PoolPolicySpec()
     arrivals = 0.5 * (spec.cold_start_s + spec.interval_s)
-    assert few == pytest.approx(4.0 * (1 + 2 * math.sqrt(2.0 / arrivals))
+    assert few == pytest.approx(4.0 * (1 + spec.arrival_sigmas * math.sqrt(2.0 / arrivals))
                                 / spec.target_utilisation, rel=1e-3)
     assert many < 4.0 * 1.02 / spec.target_utilisation
     assert few > 1.3 * many

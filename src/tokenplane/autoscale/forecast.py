@@ -14,7 +14,13 @@ Model (additive in time, multiplicative in level):
   damped trend on the ratio of the observed per-minute demand to the profile (on the
   demand itself while no profile exists): level ``alpha``, trend ``beta``, damping
   ``phi`` per minute ahead. A day running 20% above its profile forecasts 20% above
-  the profile's next hour; a steepening ramp extrapolates, damped.
+  the profile's next hour; a steepening ramp extrapolates, damped. **Robust**: each
+  minute's surprise (the observation less the one-minute-ahead forecast) is clipped
+  at ``huber_k`` times its running scale before it updates the state (Huber's psi,
+  as in Gelper, Fried and Croux, *Robust forecasting with exponential and
+  Holt-Winters smoothing*, J. Forecasting 2010): a 5-minute burst moves the level by
+  a few clipped steps instead of tripling it, while a lasting shift is still followed
+  within minutes (each minute moves the level by up to ``alpha x huber_k`` scales).
 
 ``forecast(t, horizon_s)`` = profile(t + horizon) x (level + trend x damped steps),
 clamped at >= 0. The simulated day measures its error (docs/AUTOSCALING.md).
@@ -41,7 +47,8 @@ class DemandForecaster:
 
     def __init__(self, *, bin_s: float = 300.0, days_kept: int = 7, weeks_kept: int = 4,
                  min_weeks: int = 3, alpha: float = 0.3, beta: float = 0.1, phi: float = 0.9,
-                 max_ratio: float = 4.0) -> None:
+                 max_ratio: float = 4.0, huber_k: float = 2.5,
+                 scale_alpha: float = 0.1) -> None:
         if bin_s <= 0 or DAY_S % bin_s:
             raise ValueError("bin_s must divide a day")
         if days_kept < 1 or weeks_kept < 1 or min_weeks < 1:
@@ -60,6 +67,8 @@ class DemandForecaster:
         self.beta = beta
         self.phi = phi
         self.max_ratio = max_ratio
+        self.huber_k = huber_k
+        self.scale_alpha = scale_alpha
         # the bin's demand on each of the last days / the last same weekdays
         self._by_dow: dict[tuple[int, int], list[float]] = {}
         self._by_bin: dict[int, list[float]] = {}
@@ -74,6 +83,10 @@ class DemandForecaster:
         self.level: float | None = None
         self.trend = 0.0
         self._on_ratio = False
+        # the running scale of the one-minute-ahead surprise (robust Holt), and how
+        # many surprises stand behind it (no clipping before a few are known)
+        self._scale = 0.0
+        self._scale_n = 0
 
     # --- the profile -------------------------------------------------------------
     def _keys(self, t: float) -> tuple[int, int]:
@@ -141,12 +154,26 @@ class DemandForecaster:
         x = min(self.max_ratio, value / base) if on_ratio and base else value
         if self.level is None or on_ratio != self._on_ratio:
             self.level, self.trend, self._on_ratio = x, 0.0, on_ratio
+            self._scale, self._scale_n = 0.0, 0
         else:
             prev = self.level
+            x = self._cleaned(x, prev + self.phi * self.trend)
             self.level = self.alpha * x + (1 - self.alpha) * (prev + self.phi * self.trend)
             self.trend = (self.beta * (self.level - prev)
                           + (1 - self.beta) * self.phi * self.trend)
         self._remember(t, value)
+
+    def _cleaned(self, x: float, predicted: float) -> float:
+        """``x`` with its surprise clipped at ``huber_k`` running scales; the scale
+        learns from the clipped surprise (a burst does not widen it)."""
+        r = x - predicted
+        if self._scale_n >= 5 and self._scale > 0:
+            bound = self.huber_k * self._scale
+            r = max(-bound, min(bound, r))
+        self._scale_n += 1
+        a = max(self.scale_alpha, 1.0 / self._scale_n)  # a plain mean at first
+        self._scale = (1 - a) * self._scale + a * abs(r)
+        return predicted + r
 
     def _remember(self, t: float, value: float) -> None:
         """Keep the minute for the profile; a finished day's bins are learned (today's

@@ -108,6 +108,10 @@ class TokenplanePolicy:
         self.size_moment = size_moment
         self.interval_s = spec.interval_s
         self.last_up = -math.inf
+        self._first_t: float | None = None  # the first decision's time
+        # work per request (EWMA of the filtered demand over the filtered request
+        # rate): the arrivals behind a forecast demand, for the forecast's headroom
+        self._work_per_request = 0.0
         self._ups: deque[tuple[float, int]] = deque()
         self._downs: deque[tuple[float, int]] = deque()
 
@@ -144,8 +148,21 @@ class TokenplanePolicy:
         arrivals = requests_per_s * horizon
         return self.spec.arrival_sigmas * math.sqrt(self.size_moment / max(1.0, arrivals))
 
-    def _forecast_needs(self, now: float, work_now: float, util: float,
-                        up: float) -> _ForecastNeeds:
+    def _learn_request_size(self, work: float, requests_per_s: float) -> None:
+        if work > 0 and requests_per_s > 0:
+            w = work / requests_per_s
+            self._work_per_request = (w if self._work_per_request <= 0
+                                      else 0.9 * self._work_per_request + 0.1 * w)
+
+    def _forecast_up(self, work: float) -> float:
+        """1 + the headroom for a forecast demand: the spread of the arrivals behind
+        that demand, not behind today's (a pool idle now, or just started, is not sized
+        for its emptiness's spread). Before any request was seen: none."""
+        if self._work_per_request <= 0:
+            return 1.0
+        return 1.0 + self._spread(work / self._work_per_request)
+
+    def _forecast_needs(self, now: float, work_now: float, util: float) -> _ForecastNeeds:
         """The forecast's needs: at the horizon a scale-up ordered now serves (a cold
         start, an interval, and the up window it still waits out), the highest within
         the warm lookahead (without the spread: the warm pool covers the forecast's
@@ -158,7 +175,7 @@ class TokenplanePolicy:
         f = self.forecaster.forecast(now, horizon + spec.scale_up_window_s)
         out = _ForecastNeeds()
         if f is not None:
-            out.need = self.capacity.replicas_for(f * up, util)
+            out.need = self.capacity.replicas_for(f * self._forecast_up(f), util)
             out.work = f
         for k in range(1, max(1, int(self.warm_lookahead_s // 300)) + 1):
             ahead = horizon + k * 300.0
@@ -167,7 +184,8 @@ class TokenplanePolicy:
                 continue
             out.peak = max(out.peak, self.capacity.replicas_for(fk, util))
             if ahead <= horizon + spec.cooldown_s:
-                out.hold = max(out.hold, self.capacity.replicas_for(fk * up, util))
+                out.hold = max(out.hold, self.capacity.replicas_for(
+                    fk * self._forecast_up(fk), util))
         return out
 
     def _correct(self, snap: PoolSnapshot) -> None:
@@ -186,6 +204,8 @@ class TokenplanePolicy:
     # --- the decision ------------------------------------------------------------
     def decide(self, snap: PoolSnapshot, now: float) -> ScaleDecision:
         spec = self.spec
+        if self._first_t is None:
+            self._first_t = now
         self._correct(snap)
         cur = snap.serving_count
         warm_now = snap.warm_count
@@ -197,6 +217,7 @@ class TokenplanePolicy:
         work_now = self.demand(snap)
         work_avg, rps = self._filtered(snap, work_now, now)
         backlog = self._backlog(snap, waiting)
+        self._learn_request_size(work_avg, rps)
         up = 1.0 + self._spread(rps)
         # the raw sample decides a burst (panic); the filtered one everything else
         need_raw = self.capacity.replicas_for(work_now * up + backlog, util)
@@ -205,7 +226,7 @@ class TokenplanePolicy:
         need_kv = len(ready) * kv / self.kv_target
         need_wait = (len(ready) + 1.0 if waiting > self.waiting_per_replica * max(1, len(ready))
                      else 0.0)
-        fc = self._forecast_needs(now, work_now, util, up)
+        fc = self._forecast_needs(now, work_now, util)
         need_f, f_peak, f_hold = fc.need, fc.peak, fc.hold
         signals = {"token_demand": need_now, "kv": need_kv, "queue": need_wait,
                    "forecast": need_f}
@@ -242,6 +263,9 @@ class TokenplanePolicy:
             stable_down = max(t for _, t in self._downs)
             if burning:
                 reasons.append("slo_burn")
+            elif now - self._first_t < spec.scale_down_window_s:
+                # a scale-down needs a whole down window of recommendations behind it
+                reasons.append("stabilising")
             elif now - self.last_up < spec.cooldown_s:
                 reasons.append("cooldown")
             elif stable_down < cur:

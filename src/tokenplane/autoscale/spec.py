@@ -48,7 +48,7 @@ class PoolPolicySpec:
     warm_max: int = 2
     promote_s: float = 5.0
     target_utilisation: float = 0.85
-    arrival_sigmas: float = 2.0
+    arrival_sigmas: float = 3.0
     cold_start_s: float = 120.0
     replica_tokens_per_s: float = 0.0
     interval_s: float = 10.0

@@ -24,11 +24,14 @@ MSGS: list[Any] = [{"role": "user", "content": "Tell me about autoscaling."}]
 def autoscaled(**pool: Any) -> dict[str, Any]:
     """One alias on one in-process replica, autoscaled every 0.2 s with a cold start of
     0.5 s, 2 s of cooldown and a replica capacity of 200 tokens/s (so a burst of 16
-    long answers needs two replicas)."""
+    long answers needs two replicas). The steady trickle of a few requests a second
+    would keep a default pool's headroom for the arrivals' spread (3 spreads of a
+    handful of arrivals) above one such replica: the spread asked for here is 1."""
     spec: dict[str, Any] = {
         "min_replicas": 1, "max_replicas": 2, "max_step": 1, "cold_start": 0.5,
         "scale_up_window": 0, "scale_down_window": 1, "cooldown": 2, "warm_max": 0,
         "promote": 0, "replica_tokens_per_s": 200, "price_per_replica_hour": 1.0,
+        "arrival_sigmas": 1,
     }
     spec.update(pool)
     return {

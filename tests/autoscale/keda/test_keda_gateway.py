@@ -39,7 +39,8 @@ def config(keda_port: int) -> dict[str, Any]:
             "interval": 0.2,
             "pools": {"chat": {
                 "actuator": "keda", "min_replicas": 0, "max_replicas": 4, "max_step": 4,
-                "scale_up_window": 0, "warm_max": 0, "replica_tokens_per_s": 200,
+                "scale_up_window": 0, "scale_down_window": 0, "warm_max": 0,
+                "replica_tokens_per_s": 200,
             }},
             "keda": {"listen": f"127.0.0.1:{keda_port}"},
         },
