@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from tokenplane.context.query_counts import QueryCounts
 from tokenplane.context.text import is_cjk, units
+from tokenplane.context.unit_kernels import hash_units
 
 K1 = 1.2
 B = 0.75
@@ -63,9 +64,9 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     qs = units(query)
     if n == 0 or not qs:
         return [0.0] * n
-    keyed = sorted({(hash(u), u) for u in qs})  # (the rows in the order of their hashes)
+    q = hash_units(qs)  # (as the documents' unit hashes are made)
+    keyed = sorted(set(zip(q.tolist(), qs, strict=True)))  # (the rows by their hashes)
     uni = [h for h, _ in keyed]
-    q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
     cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
     bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
     lengths = np.fromiter((len(d) if isinstance(d, np.ndarray) else d.total() for d in docs),

@@ -1,0 +1,106 @@
+/* Compiled kernels of the word memo (tokens/word_counts.py) and of the runs floor
+ * (tokens/space_splits.py); tokens/word_kernels.py holds their pure-Python definitions,
+ * which these equal exactly (tests/tokens/test_word_kernels.py), and falls back to them
+ * when this extension was not built. Both hold the GIL throughout. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* whitespace to every tokenizer: ASCII " \t\n\v\f\r" (space_splits._RUNS) */
+static inline int is_ws(Py_UCS4 c) {
+    return c == 32 || (c >= 9 && c <= 13);
+}
+
+/* runs_floor(text, above) -> int: the runs of non-whitespace of ``text``; with
+ * ``above`` >= 0 the count may stop as soon as it is over ``above``. */
+static PyObject *runs_floor(PyObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t above;
+    if (!PyArg_ParseTuple(args, "Un", &text, &above))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t runs = 0;
+    int in_ws = 1;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int ws = is_ws(p[i]);
+            if (in_ws && !ws) {
+                runs++;
+                if (above >= 0 && runs > above)
+                    return PyLong_FromSsize_t(runs);
+            }
+            in_ws = ws;
+        }
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int ws = is_ws(PyUnicode_READ(kind, data, i));
+            if (in_ws && !ws) {
+                runs++;
+                if (above >= 0 && runs > above)
+                    return PyLong_FromSsize_t(runs);
+            }
+            in_ws = ws;
+        }
+    }
+    return PyLong_FromSsize_t(runs);
+}
+
+/* the count of ``piece`` in ``memo`` (borrowed), or NULL with no error when absent */
+static PyObject *look_up(PyObject *memo, PyObject *text, Py_ssize_t start, Py_ssize_t end) {
+    PyObject *piece = PyUnicode_Substring(text, start, end);
+    if (piece == NULL)
+        return NULL;
+    PyObject *found = PyDict_GetItemWithError(memo, piece);
+    Py_DECREF(piece);
+    return found;
+}
+
+/* later_sum(text, rest, last) -> int | None: the sum of the counts of
+ * ``text.split(" ")[1:]``, the pieces before the last one from ``rest``, the last one
+ * from ``rest`` else ``last``; None when one is missing; 0 with no space. */
+static PyObject *later_sum(PyObject *self, PyObject *args) {
+    PyObject *text, *rest, *last;
+    if (!PyArg_ParseTuple(args, "UO!O!", &text, &PyDict_Type, &rest, &PyDict_Type, &last))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t at = PyUnicode_FindChar(text, ' ', 0, n, 1);
+    if (at == -2)
+        return NULL;
+    long long sum = 0;
+    while (at >= 0) {
+        Py_ssize_t start = at + 1;
+        Py_ssize_t next = start < n ? PyUnicode_FindChar(text, ' ', start, n, 1) : -1;
+        if (next == -2)
+            return NULL;
+        Py_ssize_t end = next >= 0 ? next : n;
+        PyObject *found = look_up(rest, text, start, end);
+        if (found == NULL && next < 0 && !PyErr_Occurred())
+            found = look_up(last, text, start, end);
+        if (found == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        long long v = PyLong_AsLongLong(found);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        sum += v;
+        at = next;
+    }
+    return PyLong_FromLongLong(sum);
+}
+
+static PyMethodDef methods[] = {
+    {"runs_floor", runs_floor, METH_VARARGS, "The runs of non-whitespace (a token floor)."},
+    {"later_sum", later_sum, METH_VARARGS, "The memoised counts of a text's later words."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_words", "Compiled kernels of tokens/word_kernels.py.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__words(void) { return PyModule_Create(&module); }
