@@ -3,9 +3,13 @@
  *
  * - unit_hashes(data, seed): each unit's 64-bit hash, ``data`` the units as UTF-8
  *   separated by spaces (context/text.py, ``unit_bytes``);
- * - analyse(data, seed): those hashes, the distinct 3-unit shingle hashes sorted, the
- *   MinHash signature and the exact-duplicate key (context/minhash.py's definitions
- *   over these unit hashes);
+ * - analyse(data, seed): those hashes, the 3-unit shingle hashes (as made: neither
+ *   sorted nor deduplicated), the MinHash signature and the exact-duplicate key
+ *   (context/minhash.py's definitions over these unit hashes);
+ * - lower_unit_bytes(low): ``text.unit_bytes`` of a text holding a non-ASCII character,
+ *   given the text lower-cased;
+ * - near(sig, kept, floor): which of the kept signatures ``minhash.estimates`` puts at
+ *   ``floor`` or more;
  * - term_counts(data, terms): the number of units and how often each of ``terms``
  *   occurs among them.
  *
@@ -67,77 +71,6 @@ static Py_ssize_t hash_units(const unsigned char *s, Py_ssize_t len, uint64_t se
         out[k++] = hash_unit(s + start, i - start, seed);
     }
     return k;
-}
-
-static void sift_down(uint64_t *a, Py_ssize_t root, Py_ssize_t n) {
-    for (;;) {
-        Py_ssize_t child = 2 * root + 1;
-        if (child >= n)
-            return;
-        if (child + 1 < n && a[child + 1] > a[child])
-            child++;
-        if (a[root] >= a[child])
-            return;
-        uint64_t t = a[root];
-        a[root] = a[child];
-        a[child] = t;
-        root = child;
-    }
-}
-
-static void heap_sort(uint64_t *a, Py_ssize_t n) {
-    for (Py_ssize_t i = n / 2 - 1; i >= 0; i--)
-        sift_down(a, i, n);
-    for (Py_ssize_t end = n - 1; end > 0; end--) {
-        uint64_t t = a[0];
-        a[0] = a[end];
-        a[end] = t;
-        sift_down(a, 0, end);
-    }
-}
-
-static void sort_u64(uint64_t *a, Py_ssize_t n) { /* quicksort, insertion sort below 16 */
-    while (n > 16) {
-        uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
-        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        Py_ssize_t i = 0, j = n - 1;
-        for (;;) {
-            while (a[i] < pivot)
-                i++;
-            while (a[j] > pivot)
-                j--;
-            if (i >= j)
-                break;
-            uint64_t t = a[i];
-            a[i] = a[j];
-            a[j] = t;
-            i++;
-            j--;
-        }
-        /* a[0..j] <= pivot <= a[j+1..n-1]: recurse on the smaller side */
-        Py_ssize_t left = j + 1, right = n - left;
-        if (left <= 0 || right <= 0) { /* no progress (never with a median pivot) */
-            heap_sort(a, n);
-            return;
-        }
-        if (left < right) {
-            sort_u64(a, left);
-            a += left;
-            n = right;
-        } else {
-            sort_u64(a + left, right);
-            n = left;
-        }
-    }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        uint64_t v = a[i];
-        Py_ssize_t j = i;
-        while (j > 0 && a[j - 1] > v) {
-            a[j] = a[j - 1];
-            j--;
-        }
-        a[j] = v;
-    }
 }
 
 static int parse_seed(PyObject *obj, uint64_t *seed) {
@@ -208,19 +141,16 @@ static PyObject *analyse(PyObject *self, PyObject *args) {
         h[0] = mix(v);
         m = 1;
     }
-    sort_u64(h, m);
-    Py_ssize_t d = 0;
-    for (Py_ssize_t i = 0; i < m; i++)
-        if (d == 0 || h[i] != h[d - 1])
-            h[d++] = h[i];
     uint64_t sig[BINS];
     for (int b = 0; b < BINS; b++)
         sig[b] = EMPTY;
-    for (Py_ssize_t i = 0; i < d; i++) { /* sorted: a bin's first is its smallest */
+    for (Py_ssize_t i = 0; i < m; i++) { /* each bin's smallest hash */
         int b = (int)(h[i] >> BIN_SHIFT);
-        if (sig[b] == EMPTY)
-            sig[b] = h[i] & VALUE_MASK;
+        uint64_t v = h[i] & VALUE_MASK;
+        if (v < sig[b])
+            sig[b] = v;
     }
+    Py_ssize_t d = m; /* (the shingles as made: minhash.jaccard takes their set) */
     PyObject *result = Py_BuildValue("(y#y#y#L)", (const char *)u, n * 8, (const char *)h,
                                      d * 8, (const char *)sig, (Py_ssize_t)sizeof(sig),
                                      (long long)key);
@@ -242,7 +172,8 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    unsigned char first[256] = {0};
+    unsigned char first[256][32]; /* (first byte, length up to 31) of some term */
+    memset(first, 0, sizeof(first));
     for (Py_ssize_t j = 0; j < t; j++) {
         PyObject *e = PyTuple_GET_ITEM(terms, j);
         if (!PyBytes_Check(e)) {
@@ -252,7 +183,7 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         tp[j] = PyBytes_AS_STRING(e);
         tl[j] = PyBytes_GET_SIZE(e);
         if (tl[j] > 0)
-            first[(unsigned char)tp[j][0]] = 1;
+            first[(unsigned char)tp[j][0]][tl[j] < 31 ? tl[j] : 31] = 1;
     }
     const unsigned char *s = (const unsigned char *)data.buf;
     Py_ssize_t len = data.len, i = 0, units = 0;
@@ -265,9 +196,9 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
         while (i < len && s[i] != ' ')
             i++;
         units++;
-        if (!first[s[start]])
-            continue;
         Py_ssize_t size = i - start;
+        if (!first[s[start]][size < 31 ? size : 31])
+            continue;
         for (Py_ssize_t j = 0; j < t; j++)
             if (tl[j] == size && memcmp(tp[j], s + start, (size_t)size) == 0) {
                 counts[j]++;
@@ -294,10 +225,105 @@ done:
     return result;
 }
 
+static inline int is_cjk(Py_UCS4 c) { /* text._CJK */
+    return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) ||
+           (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xf900 && c <= 0xfaff);
+}
+
+/* lower_unit_bytes(low) -> bytes | None: each alphanumeric character (str.isalnum) of
+ * ``low`` as UTF-8, each other one as a space; None when it holds a Chinese or Japanese
+ * character. */
+static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
+    PyObject *low;
+    if (!PyArg_ParseTuple(args, "U", &low))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(low);
+    int kind = PyUnicode_KIND(low);
+    const void *data = PyUnicode_DATA(low);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 4 + 1);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 128) {
+            o[k++] = ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+                         ? (unsigned char)c : ' ';
+        } else if (is_cjk(c)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        } else if (!Py_UNICODE_ISALNUM(c)) {
+            o[k++] = ' ';
+        } else if (c < 0x800) {
+            o[k++] = (unsigned char)(0xc0 | (c >> 6));
+            o[k++] = (unsigned char)(0x80 | (c & 0x3f));
+        } else if (c < 0x10000) {
+            o[k++] = (unsigned char)(0xe0 | (c >> 12));
+            o[k++] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            o[k++] = (unsigned char)(0x80 | (c & 0x3f));
+        } else {
+            o[k++] = (unsigned char)(0xf0 | (c >> 18));
+            o[k++] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+            o[k++] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            o[k++] = (unsigned char)(0x80 | (c & 0x3f));
+        }
+    }
+    if (_PyBytes_Resize(&out, k) < 0)
+        return NULL;
+    return out;
+}
+
+/* near(sig, kept, floor) -> list[int]: the rows of ``kept`` (signatures end to end)
+ * whose estimated similarity to ``sig`` (minhash.estimates: the share of equal minima
+ * among the bins not empty in both) is ``floor`` or more. */
+static PyObject *near(PyObject *self, PyObject *args) {
+    Py_buffer sig, kept;
+    double floor;
+    if (!PyArg_ParseTuple(args, "y*y*d", &sig, &kept, &floor))
+        return NULL;
+    PyObject *out = NULL;
+    if (sig.len != BINS * 8 || kept.len % (BINS * 8) != 0) {
+        PyErr_SetString(PyExc_ValueError, "signatures are 128 64-bit minima");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL)
+        goto done;
+    const uint64_t *a = (const uint64_t *)sig.buf;
+    Py_ssize_t rows = kept.len / (BINS * 8);
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const uint64_t *b = (const uint64_t *)kept.buf + r * BINS;
+        long eq = 0, both_empty = 0;
+        for (int k = 0; k < BINS; k++)
+            if (a[k] == b[k]) {
+                eq++;
+                both_empty += a[k] == EMPTY;
+            }
+        long bins = BINS - both_empty;
+        double est = (double)(eq - both_empty) / (double)(bins > 1 ? bins : 1);
+        if (est >= floor) {
+            PyObject *v = PyLong_FromSsize_t(r);
+            if (v == NULL || PyList_Append(out, v) < 0) {
+                Py_XDECREF(v);
+                Py_CLEAR(out);
+                goto done;
+            }
+            Py_DECREF(v);
+        }
+    }
+done:
+    PyBuffer_Release(&sig);
+    PyBuffer_Release(&kept);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"unit_hashes", unit_hashes, METH_VARARGS, "Each unit's hash, as int64 bytes."},
     {"analyse", analyse, METH_VARARGS, "Unit hashes, shingles, signature and key."},
     {"term_counts", term_counts, METH_VARARGS, "Units and occurrences of some of them."},
+    {"lower_unit_bytes", lower_unit_bytes, METH_VARARGS, "A lower-cased text's units."},
+    {"near", near, METH_VARARGS, "The kept signatures estimated near one."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,7 +32,7 @@ DEFAULT_ENTRIES = 8192
 @dataclass(frozen=True, slots=True)
 class Analysis:
     units: IntArray  # the hash of each unit, in order
-    shingles: U64Array  # the distinct shingle hashes, sorted
+    shingles: U64Array  # the shingle hashes (distinct and sorted, unless compiled)
     signature: U64Array  # the MinHash signature (``minhash.BINS`` minima)
     key: int  # equal for texts with equal units (the exact-duplicate key)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenplane.context import unit_kernels
 from tokenplane.context.analysis import Analysis, AnalysisCache
 from tokenplane.context.block_count import SEPARATOR, block_tokens
 from tokenplane.context.bm25 import Terms, bm25_scores
@@ -50,6 +51,7 @@ from tokenplane.context.documents import (
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.query_counts import query_counts
 from tokenplane.context.text import first_sentence_end, sentence_ends, units
+from tokenplane.context.unit_kernels import near_rows
 from tokenplane.tokens.space_splits import KnownCounts, SplitCounting
 
 Count = Callable[[str], int]
@@ -95,6 +97,10 @@ class _KeptSignatures:
         ``floor`` or more (one vectorised comparison for all of them)."""
         if not self.index or not ans:
             return [[] for _ in ans]
+        if unit_kernels.COMPILED:  # the same, in C (context/unit_kernels.py)
+            kept = self.sigs[:len(self.index)]
+            index = self.index
+            return [[index[r] for r in near_rows(a.signature, kept, floor)] for a in ans]
         sigs = ans[0].signature[None] if len(ans) == 1 else np.stack(
             [a.signature for a in ans])
         est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from tokenplane.context import unit_kernels
+
 # Han (with extensions A and the compatibility block), kana; Hangul is space-delimited
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 UNIT_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
@@ -44,6 +46,8 @@ def unit_bytes(text: str) -> bytes | None:
     if text.isascii():
         return text.encode("ascii").translate(_ASCII_UNITS)
     low = text.lower()
+    if unit_kernels.COMPILED:  # the same, in one pass of C (context/unit_kernels.py)
+        return unit_kernels.lower_unit_bytes(low)
     data = low.encode("utf-8", "surrogatepass")
     others = set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))
     if _CJK_RE.search("".join(others)) is not None:

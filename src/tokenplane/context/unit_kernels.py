@@ -44,6 +44,20 @@ except ImportError:  # not built (no compiler at install), or left out on purpos
     COMPILED = False
 
 
+def lower_unit_bytes(low: str) -> bytes | None:
+    """``text.unit_bytes`` of a text holding a non-ASCII character, from the text
+    lower-cased (compiled only)."""
+    assert compiled is not None
+    return compiled.lower_unit_bytes(low)
+
+
+def near_rows(sig: U64Array, kept: U64Array, floor: float) -> list[int]:
+    """The rows of ``kept`` (signatures, one a row) that ``minhash.estimates`` puts at
+    ``floor`` or more from ``sig`` (compiled only)."""
+    assert compiled is not None
+    return compiled.near(sig.tobytes(), kept.tobytes(), floor)
+
+
 def unit_data(units: Sequence[str]) -> bytes:
     """Units as the compiled kernels read them (``text.unit_bytes``' form)."""
     return " ".join(units).encode("utf-8", "surrogatepass")

@@ -1,5 +1,5 @@
-/* Compiled kernels of the word memo (tokens/word_counts.py) and of the runs floor
- * (tokens/space_splits.py); tokens/word_kernels.py holds their pure-Python definitions,
+/* Compiled kernels of the word memo (tokens/word_counts.py), of the runs floor
+ * (tokens/space_splits.py) and of the piece floor (tokens/piece_floor.py); tokens/word_kernels.py holds their pure-Python definitions,
  * which these equal exactly (tests/tokens/test_word_kernels.py), and falls back to them
  * when this extension was not built. Both hold the GIL throughout. */
 #define PY_SSIZE_T_CLEAN
@@ -92,9 +92,59 @@ static PyObject *later_sum(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(sum);
 }
 
+/* piece_floor.PieceFloor's classes of ASCII characters */
+enum { SPACE, LETTER, DIGIT, OTHER };
+
+static inline int ascii_class(Py_UCS4 c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return LETTER;
+    if (c >= '0' && c <= '9')
+        return DIGIT;
+    if (c == ' ' || (c >= 9 && c <= 13))
+        return SPACE;
+    return OTHER;
+}
+
+/* piece_runs(text, digits_one) -> int: PieceFloor.tokens of ASCII ``text`` (classes
+ * already mapped): its runs of one class, less the whitespace ones, plus each digit
+ * past a run's first where every digit is a piece, less each lone other character
+ * right before a letter. */
+static PyObject *piece_runs(PyObject *self, PyObject *args) {
+    PyObject *text;
+    int digits_one;
+    if (!PyArg_ParseTuple(args, "Up", &text, &digits_one))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "piece_runs reads ASCII text");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t runs = 0, led = 0;
+    int prev = SPACE; /* (the text starts after a space) */
+    Py_ssize_t run_len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int c = ascii_class(p[i]);
+        if (c != prev) {
+            if (c != SPACE)
+                runs++;
+            if (c == LETTER && prev == OTHER && run_len == 1)
+                led++;
+            prev = c;
+            run_len = 1;
+        } else {
+            run_len++;
+            if (c == DIGIT && digits_one)
+                runs++;
+        }
+    }
+    return PyLong_FromSsize_t(runs - led);
+}
+
 static PyMethodDef methods[] = {
     {"runs_floor", runs_floor, METH_VARARGS, "The runs of non-whitespace (a token floor)."},
     {"later_sum", later_sum, METH_VARARGS, "The memoised counts of a text's later words."},
+    {"piece_runs", piece_runs, METH_VARARGS, "The piece floor of ASCII text."},
     {NULL, NULL, 0, NULL},
 };
 
