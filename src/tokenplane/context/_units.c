@@ -6,6 +6,7 @@
  * - analyse(data, seed): those hashes, the 3-unit shingle hashes (as made: neither
  *   sorted nor deduplicated), the MinHash signature and the exact-duplicate key
  *   (context/minhash.py's definitions over these unit hashes);
+ * - text_term_counts(text, terms): the same of an ASCII text, read as its units;
  * - lower_unit_bytes(low): ``text.unit_bytes`` of a text holding a non-ASCII character,
  *   given the text lower-cased;
  * - near(sig, kept, floor): which of the kept signatures ``minhash.estimates`` puts at
@@ -158,35 +159,15 @@ static PyObject *analyse(PyObject *self, PyObject *args) {
     return result;
 }
 
-static PyObject *term_counts(PyObject *self, PyObject *args) {
-    Py_buffer data;
-    PyObject *terms;
-    if (!PyArg_ParseTuple(args, "y*O!", &data, &PyTuple_Type, &terms))
-        return NULL;
-    Py_ssize_t t = PyTuple_GET_SIZE(terms);
-    const char **tp = PyMem_Malloc((size_t)(t + 1) * sizeof(char *));
-    Py_ssize_t *tl = PyMem_Malloc((size_t)(t + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *counts = PyMem_Calloc((size_t)t + 1, sizeof(Py_ssize_t));
-    PyObject *result = NULL;
-    if (tp == NULL || tl == NULL || counts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+/* the units of ``s`` and the occurrences of each term among them, into ``counts`` */
+static Py_ssize_t count_terms(const unsigned char *s, Py_ssize_t len, Py_ssize_t t,
+                              const char **tp, const Py_ssize_t *tl, Py_ssize_t *counts) {
     unsigned char first[256][32]; /* (first byte, length up to 31) of some term */
     memset(first, 0, sizeof(first));
-    for (Py_ssize_t j = 0; j < t; j++) {
-        PyObject *e = PyTuple_GET_ITEM(terms, j);
-        if (!PyBytes_Check(e)) {
-            PyErr_SetString(PyExc_TypeError, "terms must be bytes");
-            goto done;
-        }
-        tp[j] = PyBytes_AS_STRING(e);
-        tl[j] = PyBytes_GET_SIZE(e);
+    for (Py_ssize_t j = 0; j < t; j++)
         if (tl[j] > 0)
             first[(unsigned char)tp[j][0]][tl[j] < 31 ? tl[j] : 31] = 1;
-    }
-    const unsigned char *s = (const unsigned char *)data.buf;
-    Py_ssize_t len = data.len, i = 0, units = 0;
+    Py_ssize_t i = 0, units = 0;
     while (i < len) {
         while (i < len && s[i] == ' ')
             i++;
@@ -205,13 +186,70 @@ static PyObject *term_counts(PyObject *self, PyObject *args) {
                 break; /* (the terms are distinct) */
             }
     }
-    PyObject *list = PyList_New(t);
+    return units;
+}
+
+/* text.unit_bytes' table for ASCII text: lower case; punctuation and whitespace to
+ * spaces; the rest (control characters too) kept */
+static inline unsigned char ascii_unit(unsigned char c) {
+    if (c >= 'A' && c <= 'Z')
+        return (unsigned char)(c + 32);
+    if ((c >= 9 && c <= 13) || (c >= 28 && c <= 47) || (c >= 58 && c <= 64) ||
+        (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
+        return ' ';
+    return c;
+}
+
+/* term_counts(data, terms) for bytes of units; text_term_counts(text, terms) for an
+ * ASCII text (its units as text.unit_bytes makes them), None for other text */
+static PyObject *counts_of(PyObject *data_obj, PyObject *text, PyObject *terms) {
+    Py_buffer data;
+    const unsigned char *s;
+    Py_ssize_t len;
+    unsigned char *mapped = NULL;
+    if (text != NULL) {
+        if (!PyUnicode_IS_ASCII(text))
+            Py_RETURN_NONE;
+        len = PyUnicode_GET_LENGTH(text);
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
+        mapped = PyMem_Malloc((size_t)len + 1);
+        if (mapped == NULL)
+            return PyErr_NoMemory();
+        for (Py_ssize_t i = 0; i < len; i++)
+            mapped[i] = ascii_unit(p[i]);
+        s = mapped;
+    } else {
+        if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
+            return NULL;
+        s = (const unsigned char *)data.buf;
+        len = data.len;
+    }
+    Py_ssize_t t = PyTuple_GET_SIZE(terms);
+    const char **tp = PyMem_Malloc((size_t)(t + 1) * sizeof(char *));
+    Py_ssize_t *tl = PyMem_Malloc((size_t)(t + 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *counts = PyMem_Calloc((size_t)t + 1, sizeof(Py_ssize_t));
+    PyObject *result = NULL, *list = NULL;
+    if (tp == NULL || tl == NULL || counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < t; j++) {
+        PyObject *e = PyTuple_GET_ITEM(terms, j);
+        if (!PyBytes_Check(e)) {
+            PyErr_SetString(PyExc_TypeError, "terms must be bytes");
+            goto done;
+        }
+        tp[j] = PyBytes_AS_STRING(e);
+        tl[j] = PyBytes_GET_SIZE(e);
+    }
+    Py_ssize_t units = count_terms(s, len, t, tp, tl, counts);
+    list = PyList_New(t);
     if (list == NULL)
         goto done;
     for (Py_ssize_t j = 0; j < t; j++) {
         PyObject *v = PyLong_FromSsize_t(counts[j]);
         if (v == NULL) {
-            Py_DECREF(list);
+            Py_CLEAR(list);
             goto done;
         }
         PyList_SET_ITEM(list, j, v);
@@ -221,8 +259,25 @@ done:
     PyMem_Free(tp);
     PyMem_Free(tl);
     PyMem_Free(counts);
-    PyBuffer_Release(&data);
+    if (mapped != NULL)
+        PyMem_Free(mapped);
+    else
+        PyBuffer_Release(&data);
     return result;
+}
+
+static PyObject *term_counts(PyObject *self, PyObject *args) {
+    PyObject *data, *terms;
+    if (!PyArg_ParseTuple(args, "OO!", &data, &PyTuple_Type, &terms))
+        return NULL;
+    return counts_of(data, NULL, terms);
+}
+
+static PyObject *text_term_counts(PyObject *self, PyObject *args) {
+    PyObject *text, *terms;
+    if (!PyArg_ParseTuple(args, "UO!", &text, &PyTuple_Type, &terms))
+        return NULL;
+    return counts_of(NULL, text, terms);
 }
 
 static inline int is_cjk(Py_UCS4 c) { /* text._CJK */
@@ -230,12 +285,15 @@ static inline int is_cjk(Py_UCS4 c) { /* text._CJK */
            (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xf900 && c <= 0xfaff);
 }
 
-/* lower_unit_bytes(low) -> bytes | None: each alphanumeric character (str.isalnum) of
- * ``low`` as UTF-8, each other one as a space; None when it holds a Chinese or Japanese
- * character. */
+/* lower_unit_bytes(low, lowered) -> bytes | None | False: each alphanumeric character
+ * (str.isalnum) of ``low`` lower-cased as UTF-8, each other one as a space; None when it
+ * holds a Chinese or Japanese character. ``lowered``: ``low`` is lower-cased already;
+ * else only its ASCII letters are lower-cased here, and False is answered for a text
+ * with another character that ``str.lower`` changes (lower-case it first). */
 static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
     PyObject *low;
-    if (!PyArg_ParseTuple(args, "U", &low))
+    int lowered;
+    if (!PyArg_ParseTuple(args, "Up", &low, &lowered))
         return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(low);
     int kind = PyUnicode_KIND(low);
@@ -248,8 +306,14 @@ static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c < 128) {
-            o[k++] = ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-                         ? (unsigned char)c : ' ';
+            if (c >= 'A' && c <= 'Z')
+                o[k++] = (unsigned char)(c + 32);
+            else
+                o[k++] = ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) ? (unsigned char)c
+                                                                            : ' ';
+        } else if (!lowered && (Py_UNICODE_TOLOWER(c) != c || c == 0x3a3)) {
+            Py_DECREF(out); /* (str.lower maps it: to its lower case, or more) */
+            Py_RETURN_FALSE;
         } else if (is_cjk(c)) {
             Py_DECREF(out);
             Py_RETURN_NONE;
@@ -322,6 +386,7 @@ static PyMethodDef methods[] = {
     {"unit_hashes", unit_hashes, METH_VARARGS, "Each unit's hash, as int64 bytes."},
     {"analyse", analyse, METH_VARARGS, "Unit hashes, shingles, signature and key."},
     {"term_counts", term_counts, METH_VARARGS, "Units and occurrences of some of them."},
+    {"text_term_counts", text_term_counts, METH_VARARGS, "term_counts of an ASCII text."},
     {"lower_unit_bytes", lower_unit_bytes, METH_VARARGS, "A lower-cased text's units."},
     {"near", near, METH_VARARGS, "The kept signatures estimated near one."},
     {NULL, NULL, 0, NULL},

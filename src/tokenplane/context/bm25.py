@@ -76,12 +76,19 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     tf = np.zeros((len(uni) + len(bi), n))
     hashed: list[int] = []
     arrays: list[npt.NDArray[np.int64]] = []
+    terms = [u for _, u in keyed]
+    counted: list[int] = []
+    rows: list[list[int]] = []
     for j, d in enumerate(docs):
         if isinstance(d, np.ndarray):
             hashed.append(j)
             arrays.append(d)
-        else:
-            tf[:len(uni), j] = [d[u] for _, u in keyed]
+        else:  # (a Counter's or QueryCounts' dictionary read directly)
+            found = d.counts if isinstance(d, QueryCounts) else d
+            counted.append(j)
+            rows.append([found.get(u, 0) for u in terms])
+    if counted:
+        tf[:len(uni), counted] = np.asarray(rows, np.float64).T
     if hashed:
         sub = lengths[hashed]
         flat: npt.NDArray[np.int64] = np.concatenate(arrays)

@@ -58,14 +58,17 @@ def _numbers(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp],
 def _compiled(texts: Sequence[str], query_units: Sequence[str]) -> list[QueryCounts | None]:
     terms = sorted(set(query_units))
     encoded = tuple(t.encode("utf-8", "surrogatepass") for t in terms)
-    count = unit_kernels.term_counts
+    count, count_text = unit_kernels.term_counts, unit_kernels.text_term_counts
     out: list[QueryCounts | None] = []
     for text in texts:
-        data = unit_bytes(text)
-        if data is None:
-            out.append(None)
-            continue
-        length, counts = count(data, encoded)
+        found = count_text(text, encoded)  # (ASCII text; else its units' bytes first)
+        if found is None:
+            data = unit_bytes(text)
+            if data is None:
+                out.append(None)
+                continue
+            found = count(data, encoded)
+        length, counts = found
         out.append(QueryCounts(length, {t: n for t, n in zip(terms, counts, strict=True)
                                         if n}))
     return out

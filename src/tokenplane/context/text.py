@@ -45,9 +45,16 @@ def unit_bytes(text: str) -> bytes | None:
     characters)."""
     if text.isascii():
         return text.encode("ascii").translate(_ASCII_UNITS)
-    low = text.lower()
     if unit_kernels.COMPILED:  # the same, in one pass of C (context/unit_kernels.py)
-        return unit_kernels.lower_unit_bytes(low)
+        return unit_kernels.non_ascii_unit_bytes(text)
+    return unit_bytes_py(text)
+
+
+def unit_bytes_py(text: str) -> bytes | None:
+    """:func:`unit_bytes` in Python (its definition)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_UNITS)
+    low = text.lower()
     data = low.encode("utf-8", "surrogatepass")
     others = set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))
     if _CJK_RE.search("".join(others)) is not None:

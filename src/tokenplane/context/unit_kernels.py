@@ -44,11 +44,16 @@ except ImportError:  # not built (no compiler at install), or left out on purpos
     COMPILED = False
 
 
-def lower_unit_bytes(low: str) -> bytes | None:
-    """``text.unit_bytes`` of a text holding a non-ASCII character, from the text
-    lower-cased (compiled only)."""
+def non_ascii_unit_bytes(text: str) -> bytes | None:
+    """``text.unit_bytes`` of a text holding a non-ASCII character (compiled only): read
+    as it is when ``str.lower`` would change none of its non-ASCII characters, else
+    lower-cased first."""
     assert compiled is not None
-    return compiled.lower_unit_bytes(low)
+    found = compiled.lower_unit_bytes(text, False)
+    if found is False:
+        found = compiled.lower_unit_bytes(text.lower(), True)
+    assert not isinstance(found, bool)
+    return found
 
 
 def near_rows(sig: U64Array, kept: U64Array, floor: float) -> list[int]:
@@ -91,3 +96,10 @@ def term_counts(data: bytes, terms: tuple[bytes, ...]) -> tuple[int, list[int]]:
     among them (compiled only: ``context/query_counts.py``'s definition)."""
     assert compiled is not None
     return compiled.term_counts(data, terms)
+
+
+def text_term_counts(text: str, terms: tuple[bytes, ...]) -> tuple[int, list[int]] | None:
+    """:func:`term_counts` of an ASCII text's units (``text.unit_bytes``), None for
+    other text (compiled only)."""
+    assert compiled is not None
+    return compiled.text_term_counts(text, terms)
