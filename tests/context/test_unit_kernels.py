@@ -116,7 +116,9 @@ print(json.dumps(out))
 
 
 def test_packer_equal_without_kernels() -> None:
-    words = ["budget", "tokens", "the", "a", "of", "reserve", "admission", "stream", "Σίσυφος", "İstanbul", "naïve", "日本語の文", "emoji😀", "don't", "1234", "x-y,", "end.", "Budget;", "(note)", "\u2028", "ça"]
+    words = ["budget", "tokens", "the", "a", "of", "reserve", "admission", "stream",
+             "Σίσυφος", "İstanbul", "naïve", "日本語の文", "emoji😀", "don't", "1234", "x-y,",
+             "end.", "Budget;", "(note)", "\u2028", "ça"]
     runs = []
     for off in ("", "1"):
         env = dict(os.environ, TOKENPLANE_NO_KERNELS=off)
