@@ -190,14 +190,19 @@ static Py_ssize_t count_terms(const unsigned char *s, Py_ssize_t len, Py_ssize_t
 }
 
 /* text.unit_bytes' table for ASCII text: lower case; punctuation and whitespace to
- * spaces; the rest (control characters too) kept */
-static inline unsigned char ascii_unit(unsigned char c) {
-    if (c >= 'A' && c <= 'Z')
-        return (unsigned char)(c + 32);
-    if ((c >= 9 && c <= 13) || (c >= 28 && c <= 47) || (c >= 58 && c <= 64) ||
-        (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
-        return ' ';
-    return c;
+ * spaces; the rest (control characters too) kept (filled when the module loads) */
+static unsigned char ascii_units[128];
+
+static void fill_ascii_units(void) {
+    for (int c = 0; c < 128; c++) {
+        if (c >= 'A' && c <= 'Z')
+            ascii_units[c] = (unsigned char)(c + 32);
+        else if ((c >= 9 && c <= 13) || (c >= 28 && c <= 47) || (c >= 58 && c <= 64) ||
+                 (c >= 91 && c <= 96) || (c >= 123 && c <= 126))
+            ascii_units[c] = ' ';
+        else
+            ascii_units[c] = (unsigned char)c;
+    }
 }
 
 /* term_counts(data, terms) for bytes of units; text_term_counts(text, terms) for an
@@ -216,7 +221,7 @@ static PyObject *counts_of(PyObject *data_obj, PyObject *text, PyObject *terms) 
         if (mapped == NULL)
             return PyErr_NoMemory();
         for (Py_ssize_t i = 0; i < len; i++)
-            mapped[i] = ascii_unit(p[i]);
+            mapped[i] = ascii_units[p[i]];
         s = mapped;
     } else {
         if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
@@ -397,4 +402,7 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__units(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__units(void) {
+    fill_ascii_units();
+    return PyModule_Create(&module);
+}
