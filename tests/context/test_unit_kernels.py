@@ -65,12 +65,13 @@ def test_term_counts(text: str, query: list[str]) -> None:
     encoded = tuple(t.encode("utf-8", "surrogatepass") for t in terms)
     data = unit_bytes(text)
     if data is None:
+        assert unit_kernels.query_counts([text], tuple(terms)) == [None]
         return
     counted = Counter(units(text))
     want = (len(units(text)), [counted[t] for t in terms])
     assert unit_kernels.term_counts(data, encoded) == want
-    found = unit_kernels.text_term_counts(text, encoded)
-    assert found == (want if text.isascii() else None)
+    [found] = unit_kernels.query_counts([text], tuple(terms))
+    assert found == (want[0], {t: n for t, n in zip(terms, want[1], strict=True) if n})
 
 
 @settings(max_examples=200, deadline=None)

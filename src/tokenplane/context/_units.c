@@ -6,7 +6,8 @@
  * - analyse(data, seed): those hashes, the 3-unit shingle hashes (as made: neither
  *   sorted nor deduplicated), the MinHash signature and the exact-duplicate key
  *   (context/minhash.py's definitions over these unit hashes);
- * - text_term_counts(text, terms): the same of an ASCII text, read as its units;
+ * - query_counts(texts, terms, encoded): the same of each text, read as its units
+ *   (``text.unit_bytes``) with the terms that occur as a dictionary;
  * - lower_unit_bytes(low): ``text.unit_bytes`` of a text holding a non-ASCII character,
  *   given the text lower-cased;
  * - near(sig, kept, floor): which of the kept signatures ``minhash.estimates`` puts at
@@ -159,14 +160,52 @@ static PyObject *analyse(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* the units of ``s`` and the occurrences of each term among them, into ``counts`` */
-static Py_ssize_t count_terms(const unsigned char *s, Py_ssize_t len, Py_ssize_t t,
-                              const char **tp, const Py_ssize_t *tl, Py_ssize_t *counts) {
-    unsigned char first[256][32]; /* (first byte, length up to 31) of some term */
-    memset(first, 0, sizeof(first));
-    for (Py_ssize_t j = 0; j < t; j++)
-        if (tl[j] > 0)
-            first[(unsigned char)tp[j][0]][tl[j] < 31 ? tl[j] : 31] = 1;
+/* query terms: their UTF-8 bytes, and which (first byte, length up to 31) some has */
+typedef struct {
+    Py_ssize_t t;
+    const char **tp;
+    Py_ssize_t *tl;
+    Py_ssize_t *counts;
+    unsigned char first[256][32];
+} Terms;
+
+static void terms_free(Terms *q) {
+    PyMem_Free(q->tp);
+    PyMem_Free(q->tl);
+    PyMem_Free(q->counts);
+}
+
+static int terms_init(Terms *q, PyObject *encoded) { /* a tuple of distinct bytes */
+    Py_ssize_t t = PyTuple_GET_SIZE(encoded);
+    q->t = t;
+    q->tp = PyMem_Malloc((size_t)(t + 1) * sizeof(char *));
+    q->tl = PyMem_Malloc((size_t)(t + 1) * sizeof(Py_ssize_t));
+    q->counts = PyMem_Calloc((size_t)t + 1, sizeof(Py_ssize_t));
+    memset(q->first, 0, sizeof(q->first));
+    if (q->tp == NULL || q->tl == NULL || q->counts == NULL) {
+        terms_free(q);
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (Py_ssize_t j = 0; j < t; j++) {
+        PyObject *e = PyTuple_GET_ITEM(encoded, j);
+        if (!PyBytes_Check(e)) {
+            terms_free(q);
+            PyErr_SetString(PyExc_TypeError, "terms must be bytes");
+            return 0;
+        }
+        q->tp[j] = PyBytes_AS_STRING(e);
+        q->tl[j] = PyBytes_GET_SIZE(e);
+        if (q->tl[j] > 0)
+            q->first[(unsigned char)q->tp[j][0]][q->tl[j] < 31 ? q->tl[j] : 31] = 1;
+    }
+    return 1;
+}
+
+/* the number of units of ``s`` (units separated by spaces), and each term's
+ * occurrences among them into ``q->counts`` */
+static Py_ssize_t count_terms(Terms *q, const unsigned char *s, Py_ssize_t len) {
+    memset(q->counts, 0, (size_t)(q->t + 1) * sizeof(Py_ssize_t));
     Py_ssize_t i = 0, units = 0;
     while (i < len) {
         while (i < len && s[i] == ' ')
@@ -178,11 +217,11 @@ static Py_ssize_t count_terms(const unsigned char *s, Py_ssize_t len, Py_ssize_t
             i++;
         units++;
         Py_ssize_t size = i - start;
-        if (!first[s[start]][size < 31 ? size : 31])
+        if (!q->first[s[start]][size < 31 ? size : 31])
             continue;
-        for (Py_ssize_t j = 0; j < t; j++)
-            if (tl[j] == size && memcmp(tp[j], s + start, (size_t)size) == 0) {
-                counts[j]++;
+        for (Py_ssize_t j = 0; j < q->t; j++)
+            if (q->tl[j] == size && memcmp(q->tp[j], s + start, (size_t)size) == 0) {
+                q->counts[j]++;
                 break; /* (the terms are distinct) */
             }
     }
@@ -205,101 +244,18 @@ static void fill_ascii_units(void) {
     }
 }
 
-/* term_counts(data, terms) for bytes of units; text_term_counts(text, terms) for an
- * ASCII text (its units as text.unit_bytes makes them), None for other text */
-static PyObject *counts_of(PyObject *data_obj, PyObject *text, PyObject *terms) {
-    Py_buffer data;
-    const unsigned char *s;
-    Py_ssize_t len;
-    unsigned char *mapped = NULL;
-    if (text != NULL) {
-        if (!PyUnicode_IS_ASCII(text))
-            Py_RETURN_NONE;
-        len = PyUnicode_GET_LENGTH(text);
-        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
-        mapped = PyMem_Malloc((size_t)len + 1);
-        if (mapped == NULL)
-            return PyErr_NoMemory();
-        for (Py_ssize_t i = 0; i < len; i++)
-            mapped[i] = ascii_units[p[i]];
-        s = mapped;
-    } else {
-        if (PyObject_GetBuffer(data_obj, &data, PyBUF_SIMPLE) < 0)
-            return NULL;
-        s = (const unsigned char *)data.buf;
-        len = data.len;
-    }
-    Py_ssize_t t = PyTuple_GET_SIZE(terms);
-    const char **tp = PyMem_Malloc((size_t)(t + 1) * sizeof(char *));
-    Py_ssize_t *tl = PyMem_Malloc((size_t)(t + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t *counts = PyMem_Calloc((size_t)t + 1, sizeof(Py_ssize_t));
-    PyObject *result = NULL, *list = NULL;
-    if (tp == NULL || tl == NULL || counts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < t; j++) {
-        PyObject *e = PyTuple_GET_ITEM(terms, j);
-        if (!PyBytes_Check(e)) {
-            PyErr_SetString(PyExc_TypeError, "terms must be bytes");
-            goto done;
-        }
-        tp[j] = PyBytes_AS_STRING(e);
-        tl[j] = PyBytes_GET_SIZE(e);
-    }
-    Py_ssize_t units = count_terms(s, len, t, tp, tl, counts);
-    list = PyList_New(t);
-    if (list == NULL)
-        goto done;
-    for (Py_ssize_t j = 0; j < t; j++) {
-        PyObject *v = PyLong_FromSsize_t(counts[j]);
-        if (v == NULL) {
-            Py_CLEAR(list);
-            goto done;
-        }
-        PyList_SET_ITEM(list, j, v);
-    }
-    result = Py_BuildValue("(nN)", units, list);
-done:
-    PyMem_Free(tp);
-    PyMem_Free(tl);
-    PyMem_Free(counts);
-    if (mapped != NULL)
-        PyMem_Free(mapped);
-    else
-        PyBuffer_Release(&data);
-    return result;
-}
-
-static PyObject *term_counts(PyObject *self, PyObject *args) {
-    PyObject *data, *terms;
-    if (!PyArg_ParseTuple(args, "OO!", &data, &PyTuple_Type, &terms))
-        return NULL;
-    return counts_of(data, NULL, terms);
-}
-
-static PyObject *text_term_counts(PyObject *self, PyObject *args) {
-    PyObject *text, *terms;
-    if (!PyArg_ParseTuple(args, "UO!", &text, &PyTuple_Type, &terms))
-        return NULL;
-    return counts_of(NULL, text, terms);
-}
-
 static inline int is_cjk(Py_UCS4 c) { /* text._CJK */
     return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) ||
            (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xf900 && c <= 0xfaff);
 }
 
-/* lower_unit_bytes(low, lowered) -> bytes | None | False: each alphanumeric character
- * (str.isalnum) of ``low`` lower-cased as UTF-8, each other one as a space; None when it
- * holds a Chinese or Japanese character. ``lowered``: ``low`` is lower-cased already;
- * else only its ASCII letters are lower-cased here, and False is answered for a text
- * with another character that ``str.lower`` changes (lower-case it first). */
-static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
-    PyObject *low;
-    int lowered;
-    if (!PyArg_ParseTuple(args, "Up", &low, &lowered))
-        return NULL;
+/* the units of a text holding a non-ASCII character (a new reference): each
+ * alphanumeric character (str.isalnum) lower-cased as UTF-8, each other one as a
+ * space; None when it holds a Chinese or Japanese character. ``lowered``: ``low`` is
+ * lower-cased already; else only its ASCII letters are lower-cased here, and False is
+ * answered for a text with another character that ``str.lower`` changes (to its lower
+ * case, or, for U+03A3 at a word's end and U+0130, otherwise): lower-case it first. */
+static PyObject *non_ascii_units(PyObject *low, int lowered) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(low);
     int kind = PyUnicode_KIND(low);
     const void *data = PyUnicode_DATA(low);
@@ -317,7 +273,7 @@ static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
                 o[k++] = ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) ? (unsigned char)c
                                                                             : ' ';
         } else if (!lowered && (Py_UNICODE_TOLOWER(c) != c || c == 0x3a3)) {
-            Py_DECREF(out); /* (str.lower maps it: to its lower case, or more) */
+            Py_DECREF(out);
             Py_RETURN_FALSE;
         } else if (is_cjk(c)) {
             Py_DECREF(out);
@@ -340,6 +296,127 @@ static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
     }
     if (_PyBytes_Resize(&out, k) < 0)
         return NULL;
+    return out;
+}
+
+static PyObject *lower_unit_bytes(PyObject *self, PyObject *args) {
+    PyObject *low;
+    int lowered;
+    if (!PyArg_ParseTuple(args, "Up", &low, &lowered))
+        return NULL;
+    return non_ascii_units(low, lowered);
+}
+
+static PyObject *term_counts(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    PyObject *encoded;
+    if (!PyArg_ParseTuple(args, "y*O!", &data, &PyTuple_Type, &encoded))
+        return NULL;
+    Terms q;
+    PyObject *result = NULL;
+    if (terms_init(&q, encoded)) {
+        Py_ssize_t units = count_terms(&q, (const unsigned char *)data.buf, data.len);
+        PyObject *list = PyList_New(q.t);
+        for (Py_ssize_t j = 0; list != NULL && j < q.t; j++) {
+            PyObject *v = PyLong_FromSsize_t(q.counts[j]);
+            if (v == NULL)
+                Py_CLEAR(list);
+            else
+                PyList_SET_ITEM(list, j, v);
+        }
+        if (list != NULL)
+            result = Py_BuildValue("(nN)", units, list);
+        terms_free(&q);
+    }
+    PyBuffer_Release(&data);
+    return result;
+}
+
+/* one text's (units, {term: occurrences}) or None (a new reference) */
+static PyObject *text_counts(Terms *q, PyObject *text, PyObject *terms,
+                             unsigned char **scratch, Py_ssize_t *room) {
+    PyObject *made = NULL;
+    const unsigned char *s;
+    Py_ssize_t len;
+    if (PyUnicode_IS_ASCII(text)) {
+        len = PyUnicode_GET_LENGTH(text);
+        if (len > *room) {
+            PyMem_Free(*scratch);
+            *scratch = PyMem_Malloc((size_t)len + 1);
+            *room = *scratch != NULL ? len : 0;
+            if (*scratch == NULL)
+                return PyErr_NoMemory();
+        }
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
+        for (Py_ssize_t i = 0; i < len; i++)
+            (*scratch)[i] = ascii_units[p[i]];
+        s = *scratch;
+    } else {
+        made = non_ascii_units(text, 0);
+        if (made == Py_False) {
+            Py_DECREF(made);
+            PyObject *low = PyObject_CallMethod(text, "lower", NULL);
+            if (low == NULL)
+                return NULL;
+            made = non_ascii_units(low, 1);
+            Py_DECREF(low);
+        }
+        if (made == NULL || made == Py_None)
+            return made;
+        s = (const unsigned char *)PyBytes_AS_STRING(made);
+        len = PyBytes_GET_SIZE(made);
+    }
+    Py_ssize_t units = count_terms(q, s, len);
+    Py_XDECREF(made);
+    PyObject *found = PyDict_New();
+    if (found == NULL)
+        return NULL;
+    for (Py_ssize_t j = 0; j < q->t; j++) {
+        if (!q->counts[j])
+            continue;
+        PyObject *v = PyLong_FromSsize_t(q->counts[j]);
+        if (v == NULL || PyDict_SetItem(found, PyTuple_GET_ITEM(terms, j), v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(found);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return Py_BuildValue("(nN)", units, found);
+}
+
+/* query_counts(texts, terms, encoded) -> list[(units, {term: n}) | None]: for each text
+ * its number of units and the occurrences of the ``terms`` (distinct str, ``encoded``
+ * their UTF-8) among them, those that occur; None for a Chinese or Japanese text */
+static PyObject *query_counts(PyObject *self, PyObject *args) {
+    PyObject *texts, *terms, *encoded;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &texts, &PyTuple_Type, &terms,
+                          &PyTuple_Type, &encoded))
+        return NULL;
+    if (PyTuple_GET_SIZE(terms) != PyTuple_GET_SIZE(encoded)) {
+        PyErr_SetString(PyExc_ValueError, "one encoding per term");
+        return NULL;
+    }
+    Terms q;
+    if (!terms_init(&q, encoded))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts), room = 0;
+    unsigned char *scratch = NULL;
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        PyObject *item = NULL;
+        if (!PyUnicode_Check(text))
+            PyErr_SetString(PyExc_TypeError, "texts must be str");
+        else
+            item = text_counts(&q, text, terms, &scratch, &room);
+        if (item == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, item);
+    }
+    PyMem_Free(scratch);
+    terms_free(&q);
     return out;
 }
 
@@ -391,7 +468,7 @@ static PyMethodDef methods[] = {
     {"unit_hashes", unit_hashes, METH_VARARGS, "Each unit's hash, as int64 bytes."},
     {"analyse", analyse, METH_VARARGS, "Unit hashes, shingles, signature and key."},
     {"term_counts", term_counts, METH_VARARGS, "Units and occurrences of some of them."},
-    {"text_term_counts", text_term_counts, METH_VARARGS, "term_counts of an ASCII text."},
+    {"query_counts", query_counts, METH_VARARGS, "Units and query terms of texts."},
     {"lower_unit_bytes", lower_unit_bytes, METH_VARARGS, "A lower-cased text's units."},
     {"near", near, METH_VARARGS, "The kept signatures estimated near one."},
     {NULL, NULL, 0, NULL},

@@ -56,22 +56,8 @@ def _numbers(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp],
 
 
 def _compiled(texts: Sequence[str], query_units: Sequence[str]) -> list[QueryCounts | None]:
-    terms = sorted(set(query_units))
-    encoded = tuple(t.encode("utf-8", "surrogatepass") for t in terms)
-    count, count_text = unit_kernels.term_counts, unit_kernels.text_term_counts
-    out: list[QueryCounts | None] = []
-    for text in texts:
-        found = count_text(text, encoded)  # (ASCII text; else its units' bytes first)
-        if found is None:
-            data = unit_bytes(text)
-            if data is None:
-                out.append(None)
-                continue
-            found = count(data, encoded)
-        length, counts = found
-        out.append(QueryCounts(length, {t: n for t, n in zip(terms, counts, strict=True)
-                                        if n}))
-    return out
+    found = unit_kernels.query_counts(list(texts), tuple(sorted(set(query_units))))
+    return [QueryCounts(*f) if f is not None else None for f in found]
 
 
 def query_counts(texts: Sequence[str], query_units: Sequence[str]

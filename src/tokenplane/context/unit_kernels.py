@@ -98,8 +98,12 @@ def term_counts(data: bytes, terms: tuple[bytes, ...]) -> tuple[int, list[int]]:
     return compiled.term_counts(data, terms)
 
 
-def text_term_counts(text: str, terms: tuple[bytes, ...]) -> tuple[int, list[int]] | None:
-    """:func:`term_counts` of an ASCII text's units (``text.unit_bytes``), None for
-    other text (compiled only)."""
+
+def query_counts(texts: list[str], terms: tuple[str, ...]
+                 ) -> list[tuple[int, dict[str, int]] | None]:
+    """For each text, its number of units and how often each of ``terms`` (distinct)
+    occurs among them, those that do (``context/query_counts.py``); None for a text
+    holding a Chinese or Japanese character (compiled only)."""
     assert compiled is not None
-    return compiled.text_term_counts(text, terms)
+    return compiled.query_counts(
+        texts, terms, tuple(t.encode("utf-8", "surrogatepass") for t in terms))
