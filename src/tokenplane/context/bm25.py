@@ -67,10 +67,11 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     q = hash_units(qs)  # (as the documents' unit hashes are made)
     keyed = sorted(set(zip(q.tolist(), qs, strict=True)))  # (the rows by their hashes)
     uni = [h for h, _ in keyed]
-    cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
-    bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
-    lengths = np.fromiter((len(d) if isinstance(d, np.ndarray) else d.total() for d in docs),
-                          np.float64, n)
+    cjk = [is_cjk(u) for u in qs]
+    at = [k for k in range(len(qs) - 1) if cjk[k] and cjk[k + 1]]  # Chinese bigrams
+    bi = sorted(set(_pairs(q)[at].tolist())) if at else []
+    lengths = np.array([d.length if isinstance(d, QueryCounts) else len(d)
+                        if isinstance(d, np.ndarray) else d.total() for d in docs], np.float64)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
     tf = np.zeros((len(uni) + len(bi), n))
