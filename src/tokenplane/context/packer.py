@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -323,7 +324,9 @@ class ContextPacker:
                count: Count, text: str) -> int:
         """The block's count from its pieces, or the one kept for it (``KnownCounts``:
         the same block again), kept when worked out."""
-        cached = joins if isinstance(joins, KnownCounts) else None
+        # (what isinstance(joins, KnownCounts) checks, without typing's slow protocol check)
+        cached = cast(KnownCounts, joins) if getattr(joins, "known", None) is not None \
+            and getattr(joins, "remember", None) is not None else None
         found = cached.known(text) if cached is not None and text else None
         if found is not None:
             return found
