@@ -52,3 +52,18 @@ def test_piece_runs(text: str, digits_one: bool) -> None:
     from tokenplane.tokens import _words
 
     assert _words.piece_runs(text, digits_one) == word_kernels.piece_runs_py(text, digits_one)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=ALPHABET + "aZ-\u0301\u00b2\u0378", max_size=60),
+       spec=st.sampled_from([(3, False), (1, False), (1, True)]))
+def test_seen_piece_runs(text: str, spec: tuple[int, bool]) -> None:
+    """The piece floor with its non-ASCII classes read in C equals the one mapping them
+    in Python (a character unassigned in Python's table gives no floor either way)."""
+    from tokenplane.tokens.piece_floor import _NON_ASCII, PieceFloor
+
+    floor = PieceFloor(*spec)
+    mapped = _NON_ASCII.sub(lambda m: floor._class(m.group()) or "\x00", text)
+    want = 0 if "\x00" in mapped and not text.isascii() else word_kernels.piece_runs_py(
+        mapped, spec[0] == 1)
+    assert PieceFloor(*spec).tokens(text) == want

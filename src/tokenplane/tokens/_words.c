@@ -105,26 +105,44 @@ static inline int ascii_class(Py_UCS4 c) {
     return OTHER;
 }
 
-/* piece_runs(text, digits_one) -> int: PieceFloor.tokens of ASCII ``text`` (classes
- * already mapped): its runs of one class, less the whitespace ones, plus each digit
- * past a run's first where every digit is a piece, less each lone other character
- * right before a letter. */
-static PyObject *piece_runs(PyObject *self, PyObject *args) {
-    PyObject *text;
-    int digits_one;
-    if (!PyArg_ParseTuple(args, "Up", &text, &digits_one))
-        return NULL;
-    if (!PyUnicode_IS_ASCII(text)) {
-        PyErr_SetString(PyExc_ValueError, "piece_runs reads ASCII text");
-        return NULL;
-    }
+/* the piece floor of ``text``, each character's class from ``ascii_class`` or, for a
+ * non-ASCII one, ``seen`` (a dict: the character -> "a", "0", " ", "!", or "" when
+ * unknown): the runs of one class, less the whitespace ones, plus each digit past a
+ * run's first where every digit is a piece, less each lone other character right
+ * before a letter. Sets ``*missing`` to a character ``seen`` lacks (a new reference)
+ * and returns -1; returns -2 for a character of no known class; -3 on an error. */
+static Py_ssize_t runs_of(PyObject *text, PyObject *seen, int digits_one,
+                          PyObject **missing) {
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(text);
-    Py_ssize_t runs = 0, led = 0;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t runs = 0, led = 0, run_len = 0;
     int prev = SPACE; /* (the text starts after a space) */
-    Py_ssize_t run_len = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        int c = ascii_class(p[i]);
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        int c;
+        if (ch < 128) {
+            c = ascii_class(ch);
+        } else {
+            if (seen == NULL)
+                return -3;
+            PyObject *key = PyUnicode_FromOrdinal((int)ch);
+            if (key == NULL)
+                return -3;
+            PyObject *found = PyDict_GetItemWithError(seen, key);
+            if (found == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    return -3;
+                }
+                *missing = key;
+                return -1;
+            }
+            Py_DECREF(key);
+            if (!PyUnicode_Check(found) || PyUnicode_GET_LENGTH(found) != 1)
+                return -2;
+            c = ascii_class(PyUnicode_READ_CHAR(found, 0));
+        }
         if (c != prev) {
             if (c != SPACE)
                 runs++;
@@ -138,13 +156,47 @@ static PyObject *piece_runs(PyObject *self, PyObject *args) {
                 runs++;
         }
     }
-    return PyLong_FromSsize_t(runs - led);
+    return runs - led;
+}
+
+/* piece_runs(text, digits_one) -> int: PieceFloor.tokens of ASCII ``text`` (classes
+ * already mapped). */
+static PyObject *piece_runs(PyObject *self, PyObject *args) {
+    PyObject *text;
+    int digits_one;
+    if (!PyArg_ParseTuple(args, "Up", &text, &digits_one))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text)) {
+        PyErr_SetString(PyExc_ValueError, "piece_runs reads ASCII text");
+        return NULL;
+    }
+    PyObject *missing = NULL;
+    Py_ssize_t got = runs_of(text, NULL, digits_one, &missing);
+    return got >= 0 ? PyLong_FromSsize_t(got) : NULL;
+}
+
+/* seen_piece_runs(text, seen, digits_one) -> int | str: the same of any text, its
+ * non-ASCII characters' classes read from ``seen``: 0 for one of no known class (""),
+ * a character ``seen`` lacks (to be classified, then asked again). */
+static PyObject *seen_piece_runs(PyObject *self, PyObject *args) {
+    PyObject *text, *seen;
+    int digits_one;
+    if (!PyArg_ParseTuple(args, "UO!p", &text, &PyDict_Type, &seen, &digits_one))
+        return NULL;
+    PyObject *missing = NULL;
+    Py_ssize_t got = runs_of(text, seen, digits_one, &missing);
+    if (got == -1)
+        return missing;
+    if (got == -2)
+        return PyLong_FromLong(0);
+    return got >= 0 ? PyLong_FromSsize_t(got) : NULL;
 }
 
 static PyMethodDef methods[] = {
     {"runs_floor", runs_floor, METH_VARARGS, "The runs of non-whitespace (a token floor)."},
     {"later_sum", later_sum, METH_VARARGS, "The memoised counts of a text's later words."},
     {"piece_runs", piece_runs, METH_VARARGS, "The piece floor of ASCII text."},
+    {"seen_piece_runs", seen_piece_runs, METH_VARARGS, "The piece floor of any text."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from tokenplane.tokens import word_kernels
 from tokenplane.tokens.ascii_bpe import ASCII_PATTERNS
 from tokenplane.tokens.word_kernels import piece_runs
 
@@ -71,6 +72,15 @@ class PieceFloor:
         if not text.isascii():
             if self.nfc:
                 text = unicodedata.normalize("NFC", text)
+            if word_kernels.COMPILED:  # the classes of the non-ASCII characters read in C
+                if "\x00" in text:
+                    return 0  # (as below: "\x00" stands for a character of no class)
+                while len(self._seen) < 65536:
+                    got = word_kernels.seen_piece_runs(text, self._seen,
+                                                       self.digits_per_piece == 1)
+                    if isinstance(got, int):
+                        return got
+                    self._class(got)  # (kept in _seen, while it has room)
             text = _NON_ASCII.sub(lambda m: self._class(m.group()) or "\x00", text)
             if "\x00" in text:
                 return 0

@@ -12,7 +12,10 @@ other). ``TOKENPLANE_NO_KERNELS=1`` in the environment leaves the compiled ones 
   any floor that is over ``above`` exactly when that one is (the compiled one stops
   counting once it is over; this one counts a prefix first);
 - ``piece_runs(text, digits_one)``: ``piece_floor.PieceFloor.tokens`` of ASCII text (its
-  non-ASCII characters already mapped to their classes' ASCII ones).
+  non-ASCII characters already mapped to their classes' ASCII ones); compiled only,
+  ``seen_piece_runs(text, seen, digits_one)`` of any text, its non-ASCII characters'
+  classes read from ``seen`` (0 for a character of no known class, ``""``; a character
+  ``seen`` lacks is answered, to be classified first).
 """
 
 from __future__ import annotations
@@ -74,7 +77,14 @@ try:
     from tokenplane.tokens._words import later_sum as later_sum
     from tokenplane.tokens._words import piece_runs as piece_runs
     from tokenplane.tokens._words import runs_floor as runs_floor
+    from tokenplane.tokens._words import seen_piece_runs as _seen_piece_runs
     COMPILED = True
 except ImportError:  # not built (no compiler at install), or left out on purpose
     later_sum, runs_floor, piece_runs = later_sum_py, runs_floor_py, piece_runs_py
     COMPILED = False
+
+
+def seen_piece_runs(text: str, seen: dict[str, str], digits_one: bool) -> int | str:
+    """See the module doc (compiled only)."""
+    assert COMPILED
+    return _seen_piece_runs(text, seen, digits_one)
