@@ -228,7 +228,7 @@ class ContextPacker:
 
         for r, i in enumerate(order):
             text = docs[i].text
-            if not text.strip():  # (no units either)
+            if not text or text.isspace():  # (no units either; strip() without a copy)
                 dropped.append(Dropped(docs[i].id, i, "empty", tokens(i)))
                 continue
             extra = cost(i) + (0 if chosen or not header else sep_cost)
