@@ -58,10 +58,10 @@ from tokenplane.context import unit_kernels
 from tokenplane.context.analysis import AnalysisCache
 from tokenplane.context.documents import Document
 from tokenplane.context.packer import ContextPacker
+from tokenplane.tokens import word_kernels
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.cached_splits import CachedSplits
 from tokenplane.tokens.registry import TokenizerRegistry
-from tokenplane.tokens import word_kernels
 from tokenplane.tokens.segments import SegmentCache
 
 ROOT = Path(__file__).resolve().parents[1]
