@@ -129,3 +129,19 @@ def test_packer_equal_without_kernels() -> None:
     assert len(runs[0]) == 24
     assert runs[0] == runs[1]
     assert any(d[3] and any(r[1] == "near_duplicate" for r in d[3]) for d in runs[0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300).map(lambda b: bytes(b" ab"[x % 3] for x in b)),
+       pad=st.sampled_from([0, 61, 62, 63, 64, 65, 127, 128]))
+def test_units_across_blocks(data: bytes, pad: int) -> None:
+    """The kernels find units 64 bytes at a time: every split of spaces and words,
+    across the blocks' edges, gives what ``bytes.split`` gives."""
+    from tokenplane.context import _units
+
+    data = b"x" * pad + data
+    us = data.split()
+    terms = tuple(sorted(set(us)))
+    counted = Counter(us)
+    assert _units.term_counts(data, terms) == (len(us), [counted[t] for t in terms])
+    assert _units.unit_hashes(data, 5) == b"".join(_units.unit_hashes(u, 5) for u in us)

@@ -58,20 +58,93 @@ static inline uint64_t hash_unit(const unsigned char *p, Py_ssize_t n, uint64_t 
     return mix(h);
 }
 
+/* Units are found 64 bytes at a time: a mask of the spaces (8 bytes at a time on
+ * little-endian machines, no branch per byte), then each unit's start (a non-space
+ * after a space) and end (a space after a non-space) read off the masks, so the scan
+ * does not mispredict a branch at every unit's ends. */
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t len, base, open; /* open: the start of a unit not yet ended, or -1 */
+    uint64_t starts, ends, prev;
+} Units;
+
+/* bit j: p[j] is a space, for j < n (n <= 64); set for j >= n */
+static inline uint64_t space_mask(const unsigned char *p, Py_ssize_t n) {
+    uint64_t m = 0;
+#if PY_LITTLE_ENDIAN
+    for (Py_ssize_t q = 0; q < n; q += 8) {
+        uint64_t w = UINT64_C(0x2020202020202020);
+        memcpy(&w, p + q, (size_t)(n - q < 8 ? n - q : 8));
+        uint64_t y = w ^ UINT64_C(0x2020202020202020); /* a space's byte is 0 */
+        uint64_t z = ~(((y & UINT64_C(0x7f7f7f7f7f7f7f7f)) + UINT64_C(0x7f7f7f7f7f7f7f7f)) | y |
+                       UINT64_C(0x7f7f7f7f7f7f7f7f)); /* 0x80 in each zero byte, exactly */
+        m |= (((z >> 7) * UINT64_C(0x0102040810204080)) >> 56) << q; /* byte i -> bit i */
+    }
+#else
+    for (Py_ssize_t j = 0; j < n; j++)
+        m |= (uint64_t)(p[j] == ' ') << j;
+#endif
+    if (n < 64)
+        m |= ~UINT64_C(0) << n;
+    return m;
+}
+
+static inline void units_block(Units *u) {
+    Py_ssize_t n = u->len - u->base < 64 ? u->len - u->base : 64;
+    uint64_t sp = space_mask(u->s + u->base, n);
+    uint64_t before = (sp << 1) | u->prev; /* bit j: the byte before j is a space */
+    u->starts = ~sp & before;
+    u->ends = sp & ~before;
+    u->prev = sp >> 63;
+}
+
+static void units_init(Units *u, const unsigned char *s, Py_ssize_t len) {
+    u->s = s;
+    u->len = len;
+    u->base = 0;
+    u->open = -1;
+    u->prev = 1; /* (a space before the text) */
+    u->starts = u->ends = 0;
+    if (len > 0)
+        units_block(u);
+}
+
+/* the next unit's start and size; 0 when there is none */
+static inline int units_next(Units *u, Py_ssize_t *start, Py_ssize_t *size) {
+    for (;;) {
+        if (u->open < 0 && u->starts) {
+            u->open = u->base + __builtin_ctzll(u->starts);
+            u->starts &= u->starts - 1;
+        }
+        if (u->open >= 0 && u->ends) {
+            Py_ssize_t end = u->base + __builtin_ctzll(u->ends);
+            u->ends &= u->ends - 1;
+            *start = u->open;
+            *size = end - u->open;
+            u->open = -1;
+            return 1;
+        }
+        u->base += 64; /* (starts and ends alternate: this block has no more) */
+        if (u->base >= u->len) {
+            if (u->open < 0)
+                return 0;
+            *start = u->open; /* a unit running to the end */
+            *size = u->len - u->open;
+            u->open = -1;
+            return 1;
+        }
+        units_block(u);
+    }
+}
+
 /* the units' hashes into ``out`` (room for len / 2 + 1), their number returned */
 static Py_ssize_t hash_units(const unsigned char *s, Py_ssize_t len, uint64_t seed,
                              uint64_t *out) {
-    Py_ssize_t k = 0, i = 0;
-    while (i < len) {
-        while (i < len && s[i] == ' ')
-            i++;
-        if (i >= len)
-            break;
-        Py_ssize_t start = i;
-        while (i < len && s[i] != ' ')
-            i++;
-        out[k++] = hash_unit(s + start, i - start, seed);
-    }
+    Py_ssize_t k = 0, start, size;
+    Units u;
+    units_init(&u, s, len);
+    while (units_next(&u, &start, &size))
+        out[k++] = hash_unit(s + start, size, seed);
     return k;
 }
 
@@ -206,17 +279,11 @@ static int terms_init(Terms *q, PyObject *encoded) { /* a tuple of distinct byte
  * occurrences among them into ``q->counts`` */
 static Py_ssize_t count_terms(Terms *q, const unsigned char *s, Py_ssize_t len) {
     memset(q->counts, 0, (size_t)(q->t + 1) * sizeof(Py_ssize_t));
-    Py_ssize_t i = 0, units = 0;
-    while (i < len) {
-        while (i < len && s[i] == ' ')
-            i++;
-        if (i >= len)
-            break;
-        Py_ssize_t start = i;
-        while (i < len && s[i] != ' ')
-            i++;
+    Py_ssize_t units = 0, start, size;
+    Units u;
+    units_init(&u, s, len);
+    while (units_next(&u, &start, &size)) {
         units++;
-        Py_ssize_t size = i - start;
         if (!q->first[s[start]][size < 31 ? size : 31])
             continue;
         for (Py_ssize_t j = 0; j < q->t; j++)
