@@ -6,14 +6,15 @@
  * - analyse(data, seed): those hashes, the 3-unit shingle hashes (as made: neither
  *   sorted nor deduplicated), the MinHash signature and the exact-duplicate key
  *   (context/minhash.py's definitions over these unit hashes);
- * - query_counts(texts, terms, encoded): the same of each text, read as its units
- *   (``text.unit_bytes``) with the terms that occur as a dictionary;
- * - lower_unit_bytes(low): ``text.unit_bytes`` of a text holding a non-ASCII character,
- *   given the text lower-cased;
- * - near(sig, kept, floor): which of the kept signatures ``minhash.estimates`` puts at
- *   ``floor`` or more;
  * - term_counts(data, terms): the number of units and how often each of ``terms``
- *   occurs among them.
+ *   (distinct bytes) occurs among them;
+ * - query_counts(texts, terms, encoded): the same of each text (its units as
+ *   ``text.unit_bytes`` makes them, read straight from it), the terms that occur as a
+ *   dictionary; None for a Chinese or Japanese text (context/query_counts.py);
+ * - lower_unit_bytes(text, lowered): ``text.unit_bytes`` of a text holding a non-ASCII
+ *   character (False: lower-case it first);
+ * - near(sig, kept, floor): which of the kept signatures ``minhash.estimates`` puts at
+ *   ``floor`` or more.
  *
  * A unit's hash is a seeded hash of its bytes (the seed is Python's salted hash of a
  * constant, so it changes per process as Python's string hashes do); only its equality
