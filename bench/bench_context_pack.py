@@ -21,6 +21,11 @@ Before and after, alternating call by call in one run (the box is shared and noi
 - settle: ``Packed.settle()``, the rest of the exact accounting, which the gateway runs
   on a worker thread while the upstream answers (not on the request's path).
 
+The after side runs the compiled kernels where they were built (docs/ARCHITECTURE.md,
+"Compiled kernels"; the header says which); ``TOKENPLANE_NO_KERNELS=1`` runs it on the
+pure-Python code instead. ``--before-ref`` names any commit (the before side is always
+that commit's Python: ``git archive`` carries no built extension).
+
 Medians and p95s of the wall clock and of the thread's CPU time (what a loaded
 machine's scheduler does not inflate); the load average is printed. Chunks are the
 project's own docs (docs/*.md) cut into 400-token chunks (whole sentences, at least 400
@@ -49,9 +54,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from tokenplane.context import unit_kernels
 from tokenplane.context.analysis import AnalysisCache
 from tokenplane.context.documents import Document
 from tokenplane.context.packer import ContextPacker
+from tokenplane.tokens import word_kernels
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.cached_splits import CachedSplits
 from tokenplane.tokens.registry import TokenizerRegistry
@@ -325,7 +332,9 @@ def main() -> None:
                     print(f"  {name:40s} {ms:6.3f}")
         return
     before = before_modules(args.before_ref)
-    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}; after: "
+          + ("the compiled kernels" if unit_kernels.COMPILED and word_kernels.COMPILED
+             else "pure Python (no compiled kernels)") + f"; before: {args.before_ref}")
     print("wall / thread CPU, ms: p50, and p95 for the cold decision; after = the "
           "decision (pack(defer=True)); settle = the deferred accounting (off the "
           "request's path)\n")

@@ -190,6 +190,19 @@ def _host_counters(cfg: GatewayConfig, workers: int) -> CounterServer | None:
     return server
 
 
+def kernels_note() -> str | None:
+    """A line saying the compiled kernels are not in use (None when they are)."""
+    from tokenplane.context import unit_kernels
+    from tokenplane.tokens import word_kernels
+
+    if unit_kernels.COMPILED and word_kernels.COMPILED:
+        return None
+    return ("note: tokenplane's compiled kernels are not in use (not built at install: no C "
+            "compiler or Python headers; or TOKENPLANE_NO_KERNELS is set): the pure-Python "
+            "code gives the same results, RAG context packing is slower "
+            "(docs/ARCHITECTURE.md, \"Compiled kernels\")")
+
+
 def _banner(host: str, port: int, workers: int,
             metrics: str | None) -> Callable[[str], None]:
     def show(_: str) -> None:
@@ -197,6 +210,9 @@ def _banner(host: str, port: int, workers: int,
                    "Ctrl-C to stop")
         if metrics is not None:
             typer.echo(f"Prometheus metrics on http://{metrics}/metrics")
+        note = kernels_note()
+        if note is not None:
+            typer.echo(note, err=True)
     return show
 
 

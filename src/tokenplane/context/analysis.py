@@ -1,8 +1,10 @@
 """Each document's text reduced once to what ranking and deduplication read, and a
 bounded cache of it (retrieved chunks come back request after request).
 
-A unit (``context/text.py``) is held as its string hash. Python salts string hashes
-per process, which is harmless here: a hash only has to be equal for equal units
+A unit (``context/text.py``) is held as its string hash (or, where the compiled kernels
+were built, ``context/unit_kernels.py``, a seeded hash of its bytes, made in C with the
+shingles and the signature in one pass). Python salts string hashes per process (the
+kernels' seed too), which is harmless here: a hash only has to be equal for equal units
 within the process; every decision is made on exact sets and counts (near duplicates
 are confirmed on the exact shingle sets, ``context/minhash.py``), so collisions aside
 (64 bits) the results do not depend on the salt.
@@ -17,9 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.context import unit_kernels
 from tokenplane.context.bm25 import Terms, ascii_terms
 from tokenplane.context.minhash import U64Array, shingle_hashes, signature
-from tokenplane.context.text import units
+from tokenplane.context.text import UNIT_RE, unit_bytes, units
+from tokenplane.context.unit_kernels import analyse_data, hash_unit_data, unit_data
 
 IntArray = npt.NDArray[np.int64]
 DEFAULT_ENTRIES = 8192
@@ -28,18 +32,28 @@ DEFAULT_ENTRIES = 8192
 @dataclass(frozen=True, slots=True)
 class Analysis:
     units: IntArray  # the hash of each unit, in order
-    shingles: U64Array  # the distinct shingle hashes, sorted
+    shingles: U64Array  # the shingle hashes (distinct and sorted, unless compiled)
     signature: U64Array  # the MinHash signature (``minhash.BINS`` minima)
     key: int  # equal for texts with equal units (the exact-duplicate key)
 
 
+def _data(text: str) -> bytes:
+    """``text``'s units as the compiled kernels read them."""
+    data = unit_bytes(text)
+    return data if data is not None else unit_data(UNIT_RE.findall(text.lower()))
+
+
 def unit_hashes(text: str) -> IntArray:
     """The hash of each unit of ``text``, in order (all BM25 reads)."""
+    if unit_kernels.COMPILED:
+        return hash_unit_data(_data(text))
     us = units(text)
     return np.fromiter(map(hash, us), np.int64, len(us))
 
 
 def analyse(text: str) -> Analysis:
+    if unit_kernels.COMPILED:  # the same, in one pass of C (context/unit_kernels.py)
+        return Analysis(*analyse_data(_data(text)))
     us = units(text)
     hashes = np.fromiter(map(hash, us), np.int64, len(us))
     sh = shingle_hashes(hashes)

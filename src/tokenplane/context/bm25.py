@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from tokenplane.context.query_counts import QueryCounts
 from tokenplane.context.text import is_cjk, units
+from tokenplane.context.unit_kernels import hash_units
 
 K1 = 1.2
 B = 0.75
@@ -63,24 +64,32 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     qs = units(query)
     if n == 0 or not qs:
         return [0.0] * n
-    keyed = sorted({(hash(u), u) for u in qs})  # (the rows in the order of their hashes)
+    q = hash_units(qs)  # (as the documents' unit hashes are made)
+    keyed = sorted(set(zip(q.tolist(), qs, strict=True)))  # (the rows by their hashes)
     uni = [h for h, _ in keyed]
-    q = np.fromiter((hash(u) for u in qs), np.int64, len(qs))
-    cjk = np.fromiter((is_cjk(u) for u in qs), bool, len(qs))
-    bi = sorted(set(_pairs(q)[cjk[:-1] & cjk[1:]].tolist())) if len(qs) > 1 else []
-    lengths = np.fromiter((len(d) if isinstance(d, np.ndarray) else d.total() for d in docs),
-                          np.float64, n)
+    cjk = [is_cjk(u) for u in qs]
+    at = [k for k in range(len(qs) - 1) if cjk[k] and cjk[k + 1]]  # Chinese bigrams
+    bi = sorted(set(_pairs(q)[at].tolist())) if at else []
+    lengths = np.array([d.length if isinstance(d, QueryCounts) else len(d)
+                        if isinstance(d, np.ndarray) else d.total() for d in docs], np.float64)
     avgdl = float(lengths.mean()) or 1.0
     norm = K1 * (1 - B + B * lengths / avgdl)
     tf = np.zeros((len(uni) + len(bi), n))
     hashed: list[int] = []
     arrays: list[npt.NDArray[np.int64]] = []
+    terms = [u for _, u in keyed]
+    counted: list[int] = []
+    rows: list[list[int]] = []
     for j, d in enumerate(docs):
         if isinstance(d, np.ndarray):
             hashed.append(j)
             arrays.append(d)
-        else:
-            tf[:len(uni), j] = [d[u] for _, u in keyed]
+        else:  # (a Counter's or QueryCounts' dictionary read directly)
+            found = d.counts if isinstance(d, QueryCounts) else d
+            counted.append(j)
+            rows.append([found.get(u, 0) for u in terms])
+    if counted:
+        tf[:len(uni), counted] = np.asarray(rows, np.float64).T
     if hashed:
         sub = lengths[hashed]
         flat: npt.NDArray[np.int64] = np.concatenate(arrays)

@@ -92,7 +92,9 @@ def estimates(sig: U64Array, others: U64Array) -> npt.NDArray[np.float64]:
 
 
 def jaccard(a: U64Array, b: U64Array) -> float:
-    """Exact Jaccard similarity of two sorted sets of shingle hashes."""
+    """Exact Jaccard similarity of two sets of shingle hashes (given as arrays, repeats
+    allowed: the compiled analyses', ``context/unit_kernels.py``, are not deduplicated)."""
+    a, b = np.unique(a), np.unique(b)
     if not len(a) and not len(b):
         return 1.0
     inter = len(np.intersect1d(a, b, assume_unique=True))

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
+from tokenplane.context import unit_kernels
 from tokenplane.context.analysis import Analysis, AnalysisCache
 from tokenplane.context.block_count import SEPARATOR, block_tokens
 from tokenplane.context.bm25 import Terms, bm25_scores
@@ -50,6 +52,7 @@ from tokenplane.context.documents import (
 from tokenplane.context.minhash import BINS, MARGIN, estimates, jaccard
 from tokenplane.context.query_counts import query_counts
 from tokenplane.context.text import first_sentence_end, sentence_ends, units
+from tokenplane.context.unit_kernels import near_rows
 from tokenplane.tokens.space_splits import KnownCounts, SplitCounting
 
 Count = Callable[[str], int]
@@ -95,6 +98,10 @@ class _KeptSignatures:
         ``floor`` or more (one vectorised comparison for all of them)."""
         if not self.index or not ans:
             return [[] for _ in ans]
+        if unit_kernels.COMPILED:  # the same, in C (context/unit_kernels.py)
+            kept = self.sigs[:len(self.index)]
+            index = self.index
+            return [[index[r] for r in near_rows(a.signature, kept, floor)] for a in ans]
         sigs = ans[0].signature[None] if len(ans) == 1 else np.stack(
             [a.signature for a in ans])
         est = estimates(sigs[:, None, :], self.sigs[None, :len(self.index)])
@@ -221,7 +228,7 @@ class ContextPacker:
 
         for r, i in enumerate(order):
             text = docs[i].text
-            if not text.strip():  # (no units either)
+            if not text or text.isspace():  # (no units either; strip() without a copy)
                 dropped.append(Dropped(docs[i].id, i, "empty", tokens(i)))
                 continue
             extra = cost(i) + (0 if chosen or not header else sep_cost)
@@ -317,7 +324,9 @@ class ContextPacker:
                count: Count, text: str) -> int:
         """The block's count from its pieces, or the one kept for it (``KnownCounts``:
         the same block again), kept when worked out."""
-        cached = joins if isinstance(joins, KnownCounts) else None
+        # (what isinstance(joins, KnownCounts) checks, without typing's slow protocol check)
+        cached = cast(KnownCounts, joins) if getattr(joins, "known", None) is not None \
+            and getattr(joins, "remember", None) is not None else None
         found = cached.known(text) if cached is not None and text else None
         if found is not None:
             return found

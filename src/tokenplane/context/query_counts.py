@@ -11,7 +11,8 @@ their 8-byte numbers (zero-padded) and lengths are equal, so those are matched a
 sorted look-up; a longer query unit is matched on its first 8 bytes and its length,
 and each such match is then compared whole. The counts are exact, equal to counting
 the units (``tests/context/test_query_counts.py``), at about a fifth of the cost of a
-``Counter`` per text.
+``Counter`` per text. Where the compiled kernels were built (``context/unit_kernels.py``)
+each text's units are read in one pass of C instead, with the same counts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.context import unit_kernels
 from tokenplane.context.text import unit_bytes
 
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], np.uint64)
@@ -53,10 +55,17 @@ def _numbers(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp],
     return out
 
 
+def _compiled(texts: Sequence[str], query_units: Sequence[str]) -> list[QueryCounts | None]:
+    found = unit_kernels.query_counts(list(texts), tuple(sorted(set(query_units))))
+    return [QueryCounts(*f) if f is not None else None for f in found]
+
+
 def query_counts(texts: Sequence[str], query_units: Sequence[str]
                  ) -> list[QueryCounts | None]:
     """For each text, its :class:`QueryCounts` for ``query_units``; None for a text
     holding a Chinese or Japanese character (rank it by its unit hashes)."""
+    if unit_kernels.COMPILED:  # text by text, one pass of C each (unit_kernels.py)
+        return _compiled(texts, query_units)
     datas = [unit_bytes(t) for t in texts]
     out: list[QueryCounts | None] = [None] * len(texts)
     kept = [i for i, d in enumerate(datas) if d is not None]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from tokenplane.context import unit_kernels
+
 # Han (with extensions A and the compatibility block), kana; Hangul is space-delimited
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 UNIT_RE = re.compile(f"[{_CJK}]|[^\\W_{_CJK}]+")
@@ -41,6 +43,15 @@ def unit_bytes(text: str) -> bytes | None:
     ``units(text) == unit_bytes(text).decode().split(" ")`` less its empty strings;
     None for text holding a Chinese or Japanese character (whose units are single
     characters)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_UNITS)
+    if unit_kernels.COMPILED:  # the same, in one pass of C (context/unit_kernels.py)
+        return unit_kernels.non_ascii_unit_bytes(text)
+    return unit_bytes_py(text)
+
+
+def unit_bytes_py(text: str) -> bytes | None:
+    """:func:`unit_bytes` in Python (its definition)."""
     if text.isascii():
         return text.encode("ascii").translate(_ASCII_UNITS)
     low = text.lower()

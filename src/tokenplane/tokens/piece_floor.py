@@ -31,15 +31,10 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-import numpy as np
-
+from tokenplane.tokens import word_kernels
 from tokenplane.tokens.ascii_bpe import ASCII_PATTERNS
+from tokenplane.tokens.word_kernels import piece_runs
 
-_LETTER, _DIGIT, _SPACE, _OTHER = b"a", b"0", b" ", b"!"
-_S = " \t\n\x0b\x0c\r"
-# ASCII characters to their class
-_CLASSES = bytes((_LETTER if chr(c).isalpha() else _DIGIT if chr(c).isdigit()
-                  else _SPACE if chr(c) in _S else _OTHER)[0] for c in range(256))
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
@@ -77,20 +72,20 @@ class PieceFloor:
         if not text.isascii():
             if self.nfc:
                 text = unicodedata.normalize("NFC", text)
+            if word_kernels.COMPILED:  # the classes of the non-ASCII characters read in C
+                if "\x00" in text:
+                    return 0  # (as below: "\x00" stands for a character of no class)
+                while len(self._seen) < 65536:
+                    got = word_kernels.seen_piece_runs(text, self._seen,
+                                                       self.digits_per_piece == 1)
+                    if isinstance(got, int):
+                        return got
+                    self._class(got)  # (kept in _seen, while it has room)
             text = _NON_ASCII.sub(lambda m: self._class(m.group()) or "\x00", text)
             if "\x00" in text:
                 return 0
-        cls = b" " + text.encode("ascii").translate(_CLASSES)
-        arr = np.frombuffer(cls, np.uint8)
-        at = np.flatnonzero(arr[1:] != arr[:-1]) + 1  # where each run starts
-        starts = arr[at]
-        runs = len(starts) - int(np.count_nonzero(starts == _SPACE[0]))
-        if self.digits_per_piece == 1:  # every digit a piece of its own
-            runs += cls.count(_DIGIT) - int(np.count_nonzero(starts == _DIGIT[0]))
-        # a single other character right before a letter may lead the letter's piece
-        led = int(np.count_nonzero((starts[:-1] == _OTHER[0]) & (starts[1:] == _LETTER[0])
-                                   & (at[1:] - at[:-1] == 1)))
-        return runs - led
+        return piece_runs(text, self.digits_per_piece == 1)  # (tokens/word_kernels.py)
+
 
 def piece_floor(pattern: str | None, nfc: bool = False) -> PieceFloor | None:
     """The floor for a tiktoken pattern of ``ASCII_PATTERNS`` (None for others)."""

@@ -34,6 +34,7 @@ from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
 from tokenplane.tokens.piece_floor import piece_floor
 from tokenplane.tokens.space_splits import PATTERNS, hf_heads_of, runs_floor
 from tokenplane.tokens.word_counts import WordCounts
+from tokenplane.tokens.word_kernels import runs_floor as runs_floor_above
 
 ASCII_MAX_CHARS = 4096  # longer ASCII text goes to tiktoken (which lets other threads run)
 # text up to this long is counted from its words (tokens/word_counts.py: a new text of
@@ -140,11 +141,7 @@ class TiktokenTokenizer:
         if floor is None or not self.ordinary(text):
             return 0
         if above >= 0 and self.space_splits:
-            # a prefix's runs are a floor too: enough text to be over ``above`` at about
-            # four characters a run, before the whole
-            quick = runs_floor(text[:4 * above + 64])
-            if quick <= above and len(text) > 4 * above + 64:
-                quick = runs_floor(text)
+            quick = runs_floor_above(text, above)  # (tokens/word_kernels.py)
             if quick > above:
                 return quick
         return floor.tokens(text)

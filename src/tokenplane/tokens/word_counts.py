@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tokenplane.tokens.space_splits import is_space, words
+from tokenplane.tokens.word_kernels import later_sum
 
 MAX_WORD = 256
 MAX_WORDS = 1 << 15
@@ -87,26 +88,31 @@ class WordCounts:
 
     def _known(self, text: str) -> int | None:
         """The count from the memo alone, when it holds every piece (see module doc)."""
-        parts = text.split(" ")
-        first = self._first.get(parts[0])
+        first = self._first.get(text.partition(" ")[0])
         if first is None:
             return None
-        rest = self._rest
-        try:
-            n: int = sum(map(rest.__getitem__, parts[1:-1]))
-            if len(parts) > 1:
-                end = parts[-1]
-                last = rest.get(end)
-                n += last if last is not None else self._last[end]
-        except KeyError:
-            return None
-        return first + n
+        n = later_sum(text, self._rest, self._last)
+        return None if n is None else first + n
 
     def count(self, text: str) -> int:
         """The exact count of ``text`` (a text of ``space_splits.PATTERNS``' kind: no
         special-token text; already normalized where the tokenizer normalizes)."""
-        n = self._known(text)
-        return n if n is not None else self._count_new(text, words(text))
+        n = later_sum(text, self._rest, self._last)
+        if n is not None:
+            head = text.partition(" ")[0]
+            first = self._first.get(head)
+            if first is not None:
+                return first + n
+            if _first_word(head):  # the pieces are the words: only the first is new
+                return self._count_head(head) + n
+        return self._count_new(text, words(text))
+
+    def _count_head(self, head: str) -> int:
+        """A text's first word counted (and kept), as ``_count_new`` counts it when the
+        later words are all known."""
+        n = self._count_many([head])[0]
+        self._keep([], [], [head], [n])
+        return n
 
     def count_many(self, texts: Sequence[str], others: Sequence[str] = ()) -> list[int]:
         """``[self.count(t) for t in texts]`` and then ``count_many(others)``'s counts,
