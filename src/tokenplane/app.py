@@ -348,7 +348,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink)
+    advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     AdminCacheRoutes(gw.keys, gw.cache).install(app)
@@ -366,6 +367,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()
+        advice.start()  # the default advice document, computed behind the first views
         if peers is not None:
             await peers.start()
         if listener is not None:
@@ -376,6 +378,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
             await listener.close()
         if peers is not None:
             await peers.close()
+        await advice.close()
         await gw.close()
         directory.close()
 

@@ -58,8 +58,10 @@ class Traffic:
         return httpx.post(self.root + "/v1/feedback", json=body, headers=headers,
                           timeout=30, **kw)
 
-    def get(self, key: str | None, **params: Any) -> httpx.Response:
+    def get(self, key: str | None, *, fresh: bool = False, **params: Any) -> httpx.Response:
         headers = {"authorization": f"Bearer {self.keys[key]}"} if key else {}
+        if fresh:  # a document computed after this request (not one kept from before)
+            headers["cache-control"] = "no-cache"
         return httpx.get(self.root + "/admin/v1/advice", params=params, headers=headers,
                          timeout=30)
 
@@ -189,9 +191,21 @@ def _by_kind(doc: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, A
 
 
 def test_advice_from_the_traffic(traffic: Traffic) -> None:
-    resp = traffic.get("admin")
+    asked = time.time()
+    # every tenant's default document was computed when the gateway started (before
+    # the traffic): the first view is answered with it (or waits for that computation)
+    started = traffic.get("admin").json()
+    assert started["generated_at"] < asked and "age_s" in started
+    resp = traffic.get("admin", fresh=True)
     assert resp.status_code == 200, resp.text
-    found = _by_kind(resp.json())
+    doc = resp.json()
+    assert doc["generated_at"] >= asked and doc["refreshing"] is False
+    # the default window is the admin's kept document: this one, from memory, aged
+    kept = traffic.get("admin").json()
+    assert kept["generated_at"] == doc["generated_at"] and kept["age_s"] >= 0
+    assert kept["findings"] == doc["findings"]
+    assert traffic.get("admin", since="30d").json()["generated_at"] == doc["generated_at"]
+    found = _by_kind(doc)
     rs = found[("right_sizing", "acme", "triage", BIG)]
     fig = rs["evidence"]["figures"]
     assert fig["cheaper_model"] == SMALL and fig["feedback"] == 21
@@ -223,7 +237,7 @@ def test_bad_advice_parameters_are_400(traffic: Traffic, params: dict[str, str])
 
 
 def test_advice_is_kept_for_a_minute(traffic: Traffic) -> None:
-    since = str(int(time.time()) - 2 * 86400)  # one window to the minute for both asks
+    since = str(int(time.time()) - 2 * 86400)
     first = traffic.get("admin", since=since).json()
     again = traffic.get("admin", since=since).json()
     assert again["generated_at"] == first["generated_at"]  # from the worker's memory
