@@ -10,7 +10,11 @@ the ledger's writes.
    ledgers with and without the advice rollup upsert, alternating, and reports events/s.
 
     python bench/bench_advice.py [--events 1000000] [--runs 20] [--write-events 100000]
-                                 [--pg DSN]
+                                 [--pg DSN] [--ledger FILE] [--write-events 0]
+
+``--ledger FILE`` keeps the SQLite ledger there (filled once, reused after), so another
+tree's advisor (``PYTHONPATH=<tree>/src``) can be timed on the same rows;
+``--write-events 0`` skips part 2.
 """
 
 from __future__ import annotations
@@ -100,7 +104,8 @@ async def time_advice(sink: LedgerSink, runs: int, tenant: str | None) -> dict[s
 async def ledger_case(target: str, events: int, runs: int) -> dict[str, Any]:
     sink = await open_sink(target)
     try:
-        fill_s = await fill(sink, events)
+        filled = (await sink.fetch("SELECT COUNT(*) AS n FROM usage_events"))[0]["n"]
+        fill_s = await fill(sink, events) if not filled else 0.0
         rows = (await sink.fetch("SELECT COUNT(*) AS n FROM advice_rollups"))[0]["n"]
         return {"events": events, "fill_s": round(fill_s, 1), "advice_rollup_rows": int(rows),
                 "all_tenants": await time_advice(sink, runs, None),
@@ -132,20 +137,24 @@ async def main() -> None:
     ap.add_argument("--write-events", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pg", default=None)
+    ap.add_argument("--ledger", default=None, help="Keep (or reuse) the SQLite ledger here.")
     args = ap.parse_args()
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        out["sqlite"] = await ledger_case(str(Path(tmp) / "big.db"), args.events, args.runs)
+        out["sqlite"] = await ledger_case(args.ledger or str(Path(tmp) / "big.db"),
+                                          args.events, args.runs)
         if args.pg:
             out["postgres"] = await ledger_case(args.pg, args.events, args.runs)
         events = make_events(args.write_events, 99, "w")
         rates: dict[str, list[float]] = {"with_advice": [], "without_advice": []}
-        for r in range(args.rounds):
+        for r in range(args.rounds if events else 0):
             for advice in (r % 2 == 0, r % 2 != 0):
                 path = Path(tmp) / f"w{r}-{advice}.db"
                 key = "with_advice" if advice else "without_advice"
                 rates[key].append(await write_rate(path, events, advice))
-        out["sqlite_writes_events_per_s"] = {k: [round(x) for x in v] for k, v in rates.items()}
+        if events:
+            out["sqlite_writes_events_per_s"] = {k: [round(x) for x in v]
+                                                 for k, v in rates.items()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

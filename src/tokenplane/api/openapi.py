@@ -174,7 +174,9 @@ def _admin_paths() -> dict[str, Any]:
             limit={"type": "integer", "minimum": 1, "maximum": 1000}))},
         f"{PREFIX}/advice": {"get": _op(
             "the optimisation advisor's findings (docs/ADVICE.md): evidence, saving per "
-            "month in tokens and money, what to do (a tenant's key: its tenant)",
+            "month in tokens and money, what to do (a tenant's key: its tenant); a kept "
+            "document refreshed behind the answer (age_s, refreshing); Cache-Control: "
+            "no-cache waits for one made after the request",
             params=_params("query", tenant={"type": "string"}, since=time_q,
                            until=time_q))},
         f"{PREFIX}/slos": {"get": _op(
