@@ -6,7 +6,8 @@ and writes them through the ledger sink, which maintains the rollups as the gate
 flusher does. Then serves the data directory with ``tokenplane serve`` ``--starts``
 times: after each start it signs in and asks every page once, the Advice page first
 (*cold*: the first view after start, while the gateway may still be computing its
-default advice document); after the first start it also asks each page ``--repeat``
+default advice document; ``--forget`` removes the advice document a previous start
+saved, so each start is a first one); after the first start it also asks each page ``--repeat``
 times after one warm-up (*warm*), for an admin key and for a tenant's key. Prints JSON;
 ``--out FILE`` also writes it. ``--keep DIR`` keeps (or reuses) the data directory,
 so another tree's server (``PYTHONPATH=<tree>/src``) can be timed on the same ledger.
@@ -23,6 +24,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -198,6 +200,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--starts", type=int, default=5)
     ap.add_argument("--keep", default=None, help="Keep (or reuse) the data directory here.")
+    ap.add_argument("--forget", action="store_true",
+                    help="Remove the saved advice document before each start (a first start).")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     home = Path(args.keep or tempfile.mkdtemp(prefix="bench-console-"))
@@ -216,6 +220,8 @@ def main() -> None:
     cold: dict[str, list[float]] = {}
     pages: dict[str, Any] = {}
     for start in range(args.starts):
+        if args.forget:
+            shutil.rmtree(home / "advice", ignore_errors=True)
         with Server(home) as server:
             for who, key, urls in who_keys:
                 h = sign_in(server.base, key)
@@ -237,7 +243,8 @@ def main() -> None:
     worst = max(p["p95_ms"] for p in pages.values())
     worst_cold = max(p["p95_ms"] for p in cold_pages.values())
     out = {"events": args.events, "generate_and_write_s": round(gen_s, 1), "rows": rows,
-           "repeat": args.repeat, "starts": args.starts, "worst_p95_ms": worst,
+           "repeat": args.repeat, "starts": args.starts, "forget": args.forget,
+           "worst_p95_ms": worst,
            "worst_cold_p95_ms": worst_cold, "under_500ms": max(worst, worst_cold) < 500,
            "pages": pages, "cold": cold_pages}
     text = json.dumps(out, indent=2)

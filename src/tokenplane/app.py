@@ -348,7 +348,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink)
+    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink,
+                               saved=gw.home / "advice" / "default.json")
     advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
@@ -367,7 +368,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()
-        advice.start()  # the default advice document, computed behind the first views
+        await advice.start()  # the default advice document, computed behind the views
         if peers is not None:
             await peers.start()
         if listener is not None:

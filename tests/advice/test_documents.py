@@ -6,6 +6,7 @@ sees exactly which answers waited for it; the clock is the test's."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -167,7 +168,7 @@ async def test_the_pinned_document_is_computed_at_start_without_an_ask() -> None
     comp = Computation(clock)
     comp.release.clear()
     docs = _docs(clock, comp, pinned=KEY)
-    docs.start()
+    await docs.start()
     await comp.running.wait()
     running = docs.refresh(KEY)  # the keeper's computation, not a new one
     comp.release.set()
@@ -188,3 +189,39 @@ async def test_documents_nobody_asks_for_are_dropped() -> None:
     assert docs.age(OTHER) is None and docs.age(KEY) is not None
     await docs.get(("initech", "7d", ""))  # over max_kept: the least recently asked goes
     assert docs.age(("globex", "7d", "")) is None and docs.age(KEY) is not None
+
+
+async def test_a_restart_answers_with_the_saved_document_while_it_computes(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    comp = Computation(clock)
+    saved = tmp_path / "advice" / "default.json"
+    docs = _docs(clock, comp, pinned=KEY, saved=saved)
+    await docs.start()
+    await docs.refresh(KEY)  # the keeper's first computation, saved
+    await docs.close()
+    assert saved.read_bytes().endswith(b'{"n":1}')
+    clock.now += 600  # restarted ten minutes later
+    comp2 = Computation(clock)
+    comp2.release.clear()
+    again = _docs(clock, comp2, pinned=KEY, saved=saved)
+    await again.start()
+    await comp2.running.wait()  # computing the next one...
+    served = await again.get(KEY)  # ...while the saved one is answered at once
+    assert served.body == b'{"n":1}' and served.made_at == 1000.0 and served.refreshing
+    comp2.release.set()
+    await again.refresh(KEY)
+    assert (await again.get(KEY)).body == b'{"n":1}'  # comp2's first: n counts per stand-in
+    assert (await again.get(KEY)).made_at == 1600.0
+    await again.close()
+    clock.now += 3600  # a saved document past stale_s is not answered
+    comp3 = Computation(clock)
+    comp3.release.clear()
+    late = _docs(clock, comp3, pinned=KEY, saved=saved)
+    await late.start()
+    ask = asyncio.create_task(late.get(KEY))
+    await comp3.running.wait()
+    assert not ask.done()
+    comp3.release.set()
+    assert (await ask).made_at == 5200.0
+    await late.close()

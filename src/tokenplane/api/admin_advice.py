@@ -6,7 +6,9 @@ An admin key sees every tenant (``tenant=`` narrows); a tenant's key sees only i
 Each worker keeps the documents it was asked for and refreshes them behind the answer
 (``advice/gateway/documents.py``: stale-while-revalidate, one computation at a time);
 the admin's default document (every tenant, the last 30 days) is computed at start and
-every five minutes, so no view of it waits. Windows are kept as asked: ``30d`` is the
+every five minutes, so no view of it waits; it is saved in the data directory
+(``advice/default.json``), so a restarted gateway answers with it while it computes the
+next. Windows are kept as asked: ``30d`` is the
 last 30 days whenever the document was made. The answer adds ``age_s`` (seconds since
 ``generated_at``) and ``refreshing`` (a newer document is being computed). A request
 with ``Cache-Control: no-cache`` (or ``max-age=0``) waits for a document computed
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 from aiohttp import web
@@ -37,19 +40,20 @@ PINNED: Key = (None, DEFAULT_SINCE, "")  # every tenant's default document, kept
 class AdminAdviceRoutes:
     def __init__(self, keys: KeyStore, sink: Callable[[], LedgerSink],
                  clock: Callable[[], float] = time.time, *, fresh_s: float = 60.0,
-                 keep: bool = True) -> None:
+                 keep: bool = True, saved: Path | None = None) -> None:
         self.keys = keys
         self.sink = sink
         self.clock = clock
         self.documents = AdviceDocuments(self._compute, clock=clock, fresh_s=fresh_s,
-                                         pinned=PINNED if keep else None)
+                                         pinned=PINNED if keep else None, saved=saved)
 
     def install(self, app: web.Application) -> None:
         app.router.add_get(PATH, self.advice)
 
-    def start(self) -> None:
-        """Compute the default document now and keep it fresh (after the ledger opened)."""
-        self.documents.start()
+    async def start(self) -> None:
+        """Compute the default document now and keep it fresh (after the ledger opened);
+        until then, views get the one saved before the restart (if under an hour old)."""
+        await self.documents.start()
 
     async def close(self) -> None:
         await self.documents.close()

@@ -16,17 +16,21 @@ behind the answer:
 One computation per document at a time: callers asking while it runs share it (a
 caller that leaves does not cancel it). The ``pinned`` document (the admin's default
 view) is computed when the gateway starts and again every ``keep_s`` by a background
-task, so no view of it waits after the first computation. Documents nobody asked for
-within ``stale_s`` are dropped, and at most ``max_kept`` are kept.
+task, so no view of it waits after the first computation; with ``saved`` (a file in
+the data directory) each one is also written there, and a restart answers with the
+saved one (if younger than ``stale_s``) while it computes the next. Documents nobody
+asked for within ``stale_s`` are dropped, and at most ``max_kept`` are kept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from tokenplane.periodic import Periodic
 
@@ -65,22 +69,32 @@ class AdviceDocuments:
     def __init__(self, compute: Compute, *, clock: Callable[[], float] = time.time,
                  fresh_s: float = FRESH_S, stale_s: float = STALE_S,
                  keep_s: float = KEEP_S, pinned: Key | None = None,
-                 max_kept: int = MAX_KEPT) -> None:
+                 saved: Path | None = None, max_kept: int = MAX_KEPT) -> None:
         self.compute = compute
         self.clock = clock
         self.fresh_s = fresh_s
         self.stale_s = stale_s
         self.pinned = pinned
+        self.saved = saved if pinned is not None else None
         self.max_kept = max_kept
         self._entries: dict[Key, _Entry] = {}
         self._keeper = Periodic("advice-keeper", keep_s, self._keep, log=log,
                                 failure="advice: refreshing the kept document failed",
                                 first_now=True)
 
-    def start(self) -> None:
-        """Compute the pinned document now and keep it fresh (on the running loop)."""
-        if self.pinned is not None:
-            self._keeper.start()
+    async def start(self) -> None:
+        """Load the saved pinned document, compute it now and keep it fresh."""
+        if self.pinned is None:
+            return
+        if self.saved is not None:
+            try:
+                found = await asyncio.to_thread(_load, self.saved)
+            except (OSError, ValueError) as exc:
+                log.warning("advice: cannot read the saved document %s: %s", self.saved, exc)
+                found = None
+            if found is not None and self.clock() - found[0] < self.stale_s:
+                self._entries[self.pinned] = _Entry(found[1], found[0], self.clock())
+        self._keeper.start()
 
     async def close(self) -> None:
         await self._keeper.close()
@@ -134,6 +148,12 @@ class AdviceDocuments:
             made_at, body = await self.compute(key)
             if made_at >= entry.made_at:  # never replace a newer document
                 entry.body, entry.made_at = body, made_at
+                if key == self.pinned and self.saved is not None:
+                    try:
+                        await asyncio.to_thread(_save, self.saved, made_at, body)
+                    except OSError as exc:
+                        log.warning("advice: cannot save the document %s: %s",
+                                    self.saved, exc)
         finally:
             entry.task = None
 
@@ -151,6 +171,25 @@ class AdviceDocuments:
             if not idle:
                 break
             del self._entries[min(idle)[1]]
+
+
+def _save(path: Path, made_at: float, body: bytes) -> None:
+    """The document and when it was made (first line), replaced atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(b"%r\n" % made_at + body)
+    os.replace(tmp, path)
+
+
+def _load(path: Path) -> tuple[float, bytes] | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    head, _, body = raw.partition(b"\n")
+    if not body.startswith(b"{"):
+        raise ValueError("not a saved advice document")
+    return float(head), body
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
