@@ -348,7 +348,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink,
+    # with the console on, every tenant's default advice is kept computed for its page
+    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink, keep=config.console.enabled,
                                saved=gw.home / "advice" / "default.json")
     advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
