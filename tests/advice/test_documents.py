@@ -225,3 +225,21 @@ async def test_a_restart_answers_with_the_saved_document_while_it_computes(
     comp3.release.set()
     assert (await ask).made_at == 5200.0
     await late.close()
+
+
+async def test_pending_starts_the_computation_and_says_since_when() -> None:
+    clock = Clock()
+    comp = Computation(clock)
+    comp.release.clear()
+    docs = _docs(clock, comp)
+    assert docs.pending(KEY) == 1000.0  # nothing kept: started now
+    await comp.running.wait()
+    clock.now += 2
+    assert docs.pending(KEY) == 1000.0 and comp.started == [KEY]  # the same one
+    comp.release.set()
+    await docs.refresh(KEY)
+    assert docs.pending(KEY) is None  # kept: get answers at once
+    clock.now += 3600  # too old to answer with: computed again
+    assert docs.pending(KEY) == 4602.0
+    await docs.refresh(KEY)
+    assert docs.pending(KEY) is None and comp.started == [KEY, KEY]

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from tests.fuzz.schemas import field_paths
 from tests.gateway.harness import GatewayThread, sim_config
+from tokenplane.advice.gateway.reader import AdviceReader
 from tokenplane.cli.main import build_cli
 
 BIG, SMALL = "sim-big", "sim-small"
@@ -284,3 +285,37 @@ def test_every_feedback_field_in_the_document_is_validated(traffic: Traffic) -> 
         assert resp.status_code == 400, (param, body, resp.text)
         assert resp.json()["error"]["param"] in (param, union), (body, resp.text)
     assert "/admin/v1/advice" in doc["paths"]
+
+
+def test_wait_false_does_not_wait_for_a_document_not_computed_yet(traffic: Traffic) -> None:
+    since = str(int(time.time()) - 5 * 86400 - 7)  # a window nobody asked for yet
+    first = traffic.get("admin", since=since, wait="false")
+    if first.status_code == 202:  # the usual case: the computation has just started
+        pending = first.json()
+        assert pending["object"] == "advice.pending" and pending["computing_s"] >= 0
+    else:  # it finished before this answer was made
+        assert first.status_code == 200 and first.json()["object"] == "advice"
+    done = traffic.get("admin", since=since)  # waits for that same computation
+    assert done.status_code == 200 and done.json()["object"] == "advice"
+    kept = traffic.get("admin", since=since, wait="false")
+    assert kept.status_code == 200 and kept.json()["generated_at"] == done.json()["generated_at"]
+    assert traffic.get("admin", wait="soon").json()["error"]["param"] == "wait"
+
+
+def test_the_advisor_reads_through_a_connection_of_its_own(traffic: Traffic) -> None:
+    """A computation never runs on the ledger sink's own thread (which the flusher
+    and the console's pages share): its reader is another connection, read-only."""
+    async def check() -> None:
+        shared = traffic.gw.gateway.meter.sink
+        reader = AdviceReader(lambda: shared)
+        own = await reader.get()
+        try:
+            assert own is not shared and await reader.get() is own
+            rows = await own.fetch("SELECT COUNT(*) AS n FROM advice_rollups")
+            assert rows[0]["n"] > 0
+            with pytest.raises(Exception, match="readonly"):
+                await own.fetch("DELETE FROM advice_rollups")
+        finally:
+            await reader.close()
+
+    traffic.gw.call(check())

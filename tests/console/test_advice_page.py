@@ -16,8 +16,9 @@ from tokenplane.console.pages.advice import PAGE_SIZE, build
 class StandIn:
     """What the builder uses of a ``Page``: its arguments and the admin route."""
 
-    def __init__(self, doc: dict[str, Any], **args: str) -> None:
+    def __init__(self, doc: dict[str, Any], status: int = 200, **args: str) -> None:
         self.doc = doc
+        self.status = status
         self.args = args
         self.asked: list[dict[str, str]] = []
 
@@ -30,7 +31,7 @@ class StandIn:
     async def admin_api(self, path: str, query: dict[str, str] | None = None) -> AdminAnswer:
         assert path == "/admin/v1/advice"
         self.asked.append(query or {})
-        return AdminAnswer(200, self.doc)
+        return AdminAnswer(self.status, self.doc)
 
 
 def _doc(n: int) -> dict[str, Any]:
@@ -71,3 +72,10 @@ async def test_a_bad_page_number_is_400(bad: str) -> None:
     with pytest.raises(PageError) as err:
         await _build(_doc(3), page=bad)
     assert err.value.status == 400
+
+
+async def test_a_document_being_computed_is_not_waited_for() -> None:
+    stand_in = StandIn({"object": "advice.pending", "computing_s": 1.5}, status=202)
+    data = await build(cast(Page, stand_in))
+    assert data == {"available": True, "pending": True, "computing_s": 1.5}
+    assert stand_in.asked[0]["wait"] == "false"

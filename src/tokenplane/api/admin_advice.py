@@ -12,7 +12,10 @@ next. Windows are kept as asked: ``30d`` is the
 last 30 days whenever the document was made. The answer adds ``age_s`` (seconds since
 ``generated_at``) and ``refreshing`` (a newer document is being computed). A request
 with ``Cache-Control: no-cache`` (or ``max-age=0``) waits for a document computed
-after it arrived."""
+after it arrived; with ``wait=false`` a request for a document not computed yet is
+answered at once, 202 ``{"object": "advice.pending", "computing_s"}`` (the computation
+goes on; the console's page says so and reloads itself). The computations read
+through a connection of their own (``advice/gateway/reader.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import orjson
 from aiohttp import web
 
 from tokenplane.advice.gateway.documents import AdviceDocuments, Key
+from tokenplane.advice.gateway.reader import AdviceReader
 from tokenplane.advice.gateway.source import gather_advice
 from tokenplane.api.admin_usage import authenticate, scope_tenant
 from tokenplane.errors import invalid
@@ -42,7 +46,7 @@ class AdminAdviceRoutes:
                  clock: Callable[[], float] = time.time, *, fresh_s: float = 60.0,
                  keep: bool = True, saved: Path | None = None) -> None:
         self.keys = keys
-        self.sink = sink
+        self.reader = AdviceReader(sink)  # off the sink's own thread (SQLite)
         self.clock = clock
         self.documents = AdviceDocuments(self._compute, clock=clock, fresh_s=fresh_s,
                                          pinned=PINNED if keep else None, saved=saved)
@@ -57,6 +61,7 @@ class AdminAdviceRoutes:
 
     async def close(self) -> None:
         await self.documents.close()
+        await self.reader.close()
 
     def _bound(self, raw: str, name: str, now: float) -> float | None:
         if raw == "":
@@ -82,16 +87,25 @@ class AdminAdviceRoutes:
     async def _compute(self, key: Key) -> tuple[float, bytes]:
         tenant, since, until = key
         now = self.clock()
-        doc = await gather_advice(self.sink(), since=self._bound(since, "since", now),
+        doc = await gather_advice(await self.reader.get(), since=self._bound(since, "since", now),
                                   until=self._bound(until, "until", now), tenant=tenant,
                                   now=now)
         return now, await asyncio.to_thread(orjson.dumps, doc)
 
     async def advice(self, request: web.Request) -> web.Response:
         key = self._key(request)
+        wait = request.query.get("wait", "true")
+        if wait not in ("true", "false"):
+            raise invalid("'wait' must be true or false", param="wait")
         directives = {d.strip().lower() for d in
                       request.headers.get("Cache-Control", "").split(",")}
         fresh = "no-cache" in directives or "max-age=0" in directives
+        if wait == "false" and not fresh:
+            started = self.documents.pending(key)
+            if started is not None:  # nothing kept yet: say so, do not wait
+                return web.json_response(
+                    {"object": "advice.pending", "computing_s": round(
+                        max(0.0, self.clock() - started), 1)}, status=202)
         served = await self.documents.get(key, made_after=self.clock() if fresh else None)
         head = orjson.dumps({"age_s": round(max(0.0, self.clock() - served.made_at), 1),
                              "refreshing": served.refreshing})

@@ -63,6 +63,7 @@ class _Entry:
     made_at: float = 0.0
     asked_at: float = 0.0
     task: asyncio.Task[None] | None = None
+    started_at: float = 0.0  # when the running computation started
 
 
 class AdviceDocuments:
@@ -133,10 +134,26 @@ class AdviceDocuments:
         """The computation of ``key``'s document: the running one, or a new one."""
         entry = self._entries.setdefault(key, _Entry(asked_at=self.clock()))
         if entry.task is None:
+            entry.started_at = self.clock()
             entry.task = asyncio.get_running_loop().create_task(
                 self._compute(key, entry), name=f"advice {key}")
             entry.task.add_done_callback(_retrieve)
         return entry.task
+
+    def pending(self, key: Key) -> float | None:
+        """None if ``key`` has a kept document to answer with (``get`` will not wait
+        unless it is older than ``stale_s``); else its computation is started (if it
+        was not running) and the time it started is returned."""
+        now = self.clock()
+        entry = self._entries.get(key)
+        if entry is not None and entry.body is not None and now - entry.made_at < self.stale_s:
+            return None
+        if entry is None:
+            entry = self._entries[key] = _Entry(asked_at=now)
+            self._drop_unasked(now)
+        entry.asked_at = now
+        self.refresh(key)
+        return entry.started_at
 
     def age(self, key: Key) -> float | None:
         """Seconds since ``key``'s kept document was made (None: none kept)."""

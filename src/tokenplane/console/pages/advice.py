@@ -2,7 +2,8 @@
 gateway has it), each with its evidence, saving and what to do; the biggest savings
 first, ``PAGE_SIZE`` to a page (every tenant's advice on a busy ledger runs to
 thousands), with the document's age (the gateway keeps advice documents and
-refreshes them behind the answer)."""
+refreshes them behind the answer). A document not computed yet (a first start, a new
+window) is not waited for: the page says it is being computed and reloads itself."""
 
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ async def build(page: Page) -> Data:
     number = page.arg("page") or "1"
     if not number.isdigit() or int(number) < 1:
         raise PageError(400, "error.bad_input")
+    # never wait for a computation: the gateway keeps the documents (docs/ADVICE.md)
     answer = await page.admin_api("/admin/v1/advice", {"tenant": tenant or "",
-                                                       "since": since})
+                                                       "since": since, "wait": "false"})
     if answer.status == 404 and answer.data.get("message") == "not available":
-        return {"available": False}
+        return {"available": False, "pending": False}
+    if answer.status == 202:  # being computed: the page says so and reloads itself
+        return {"available": True, "pending": True,
+                "computing_s": answer.data.get("computing_s", 0)}
     if answer.status == 400:
         raise PageError(400, "error.bad_input")
     if not answer.ok:
@@ -38,7 +43,7 @@ async def build(page: Page) -> Data:
     pages = max(1, -(-len(findings) // PAGE_SIZE))
     current = min(int(number), pages)
     first = (current - 1) * PAGE_SIZE
-    return {"available": True, "findings": findings[first:first + PAGE_SIZE],
+    return {"available": True, "pending": False, "findings": findings[first:first + PAGE_SIZE],
             "count": len(findings), "first": first + 1 if findings else 0,
             "last": min(first + PAGE_SIZE, len(findings)), "page": current, "pages": pages,
             "tenant": tenant or "", "total": doc.get("total") or {},
