@@ -4,9 +4,10 @@ Serves a data directory whose ledger holds a million events (``bench_advice.py
 --ledger DIR/ledger.db --end-now``) with ``tokenplane serve`` (one simulated instant
 engine) and sends chat completions at ``--concurrency`` for ``--seconds`` per phase,
 alternating *quiet* phases with *refreshing* ones, in which a client asks ``GET
-/admin/v1/advice`` with ``Cache-Control: no-cache`` back to back, so every tenant's
-document is recomputed the whole phase long (the console's keeper does it once every
-5 minutes). Reports each phase's request latency (p50, p99, max) and throughput, and
+/admin/v1/advice`` back to back for windows not asked before, so every tenant's
+document is computed the whole phase long (the console's keeper does it once every 5
+minutes). Run with ``PYTHONPATH=<tree>/src`` to time another tree's gateway.
+Reports each phase's request latency (p50, p99, max) and throughput, and
 how many documents were computed. Prints JSON.
 
     python bench/bench_advice_keeper.py --home DIR [--rounds 3] [--seconds 10]
@@ -66,11 +67,14 @@ async def traffic(base: str, key: str, seconds: float, concurrency: int) -> list
 
 
 async def refreshing(base: str, key: str, stop: asyncio.Event) -> int:
+    """Documents computed back to back: each a window not asked before (a ``since``
+    a minute earlier each time: any tree's route computes it), about 30 days long."""
     made = 0
-    headers = {"authorization": f"Bearer {key}", "cache-control": "no-cache"}
+    headers = {"authorization": f"Bearer {key}"}
+    since = int(time.time()) - 30 * 86400
     async with httpx.AsyncClient(base_url=base, timeout=120, headers=headers) as client:
         while not stop.is_set():
-            r = await client.get("/admin/v1/advice")
+            r = await client.get("/admin/v1/advice", params={"since": str(since - 60 * made)})
             assert r.status_code == 200, r.text[:300]
             made += 1
     return made
@@ -124,9 +128,9 @@ def main() -> None:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise SystemExit("the gateway did not start")
             time.sleep(0.1)
-        # the start's own computation done: one document asked afresh
+        # the start's own computation (where there is one) done: the default document
         httpx.get(base + "/admin/v1/advice", timeout=120,
-                  headers={"authorization": f"Bearer {admin}", "cache-control": "no-cache"})
+                  headers={"authorization": f"Bearer {admin}"})
         for r in range(args.rounds):
             for refresh in (r % 2 == 1, r % 2 == 0):
                 name = "refreshing" if refresh else "quiet"
