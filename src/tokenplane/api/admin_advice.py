@@ -13,7 +13,8 @@ last 30 days whenever the document was made. The answer adds ``age_s`` (seconds 
 ``generated_at``) and ``refreshing`` (a newer document is being computed). A request
 with ``Cache-Control: no-cache`` (or ``max-age=0``) waits for a document computed
 after it arrived; with ``wait=false`` a request for a document not computed yet is
-answered at once, 202 ``{"object": "advice.pending", "computing_s"}`` (the computation
+answered within ``GRACE_S`` (0.2 s; one tenant's document is computed by then), if
+need be with a 202 ``{"object": "advice.pending", "computing_s"}`` (the computation
 goes on; the console's page says so and reloads itself). The computations read
 through a connection of their own (``advice/gateway/reader.py``)."""
 
@@ -39,13 +40,16 @@ from tokenplane.metering.stores.base import LedgerSink
 PATH = "/admin/v1/advice"
 DEFAULT_SINCE = "30d"  # the window without since / until (and the console's default)
 PINNED: Key = (None, DEFAULT_SINCE, "")  # every tenant's default document, kept fresh
+GRACE_S = 0.2  # wait=false: how long a computation is waited for before a 202
 
 
 class AdminAdviceRoutes:
     def __init__(self, keys: KeyStore, sink: Callable[[], LedgerSink],
                  clock: Callable[[], float] = time.time, *, fresh_s: float = 60.0,
-                 keep: bool = True, saved: Path | None = None) -> None:
+                 keep: bool = True, saved: Path | None = None,
+                 grace_s: float = GRACE_S) -> None:
         self.keys = keys
+        self.grace_s = grace_s
         self.reader = AdviceReader(sink)  # off the sink's own thread (SQLite)
         self.clock = clock
         self.documents = AdviceDocuments(self._compute, clock=clock, fresh_s=fresh_s,
@@ -102,10 +106,13 @@ class AdminAdviceRoutes:
         fresh = "no-cache" in directives or "max-age=0" in directives
         if wait == "false" and not fresh:
             started = self.documents.pending(key)
-            if started is not None:  # nothing kept yet: say so, do not wait
-                return web.json_response(
-                    {"object": "advice.pending", "computing_s": round(
-                        max(0.0, self.clock() - started), 1)}, status=202)
+            if started is not None:  # nothing kept yet: a short wait (one tenant's), then
+                done, _ = await asyncio.wait({self.documents.refresh(key)},
+                                             timeout=self.grace_s)
+                if not done:  # say so, do not wait longer
+                    return web.json_response(
+                        {"object": "advice.pending", "computing_s": round(
+                            max(0.0, self.clock() - started), 1)}, status=202)
         served = await self.documents.get(key, made_after=self.clock() if fresh else None)
         head = orjson.dumps({"age_s": round(max(0.0, self.clock() - served.made_at), 1),
                              "refreshing": served.refreshing})
