@@ -8,8 +8,8 @@ Each worker keeps the documents it was asked for and refreshes them behind the a
 the admin's default document (every tenant, the last 30 days) is computed at start and
 every five minutes, so no view of it waits; it is saved in the data directory
 (``advice/default.json``), so a restarted gateway answers with it while it computes the
-next. Windows are kept as asked: ``30d`` is the
-last 30 days whenever the document was made. The answer adds ``age_s`` (seconds since
+next. Windows are kept as asked: ``30d`` is the last 30 days whenever the document was
+made. The answer adds ``age_s`` (seconds since
 ``generated_at``) and ``refreshing`` (a newer document is being computed). A request
 with ``Cache-Control: no-cache`` (or ``max-age=0``) waits for a document computed
 after it arrived; with ``wait=false`` a request for a document not computed yet is
