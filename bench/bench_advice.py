@@ -10,7 +10,14 @@ the ledger's writes.
    ledgers with and without the advice rollup upsert, alternating, and reports events/s.
 
     python bench/bench_advice.py [--events 1000000] [--runs 20] [--write-events 100000]
-                                 [--pg DSN]
+                                 [--pg DSN] [--ledger FILE] [--end-now]
+
+``--ledger FILE`` keeps the SQLite ledger there (filled once, reused after), so another
+tree's advisor (``PYTHONPATH=<tree>/src``) can be timed on the same rows (a reused
+ledger's window ends just after its last event); ``--end-now`` makes the events' 30
+days end now rather than on 2026-05-28, so that a gateway serving the ledger
+(``bench_console.py --keep DIR`` with ``DIR/ledger.db``) shows them;
+``--write-events 0`` skips part 2.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ BOOK = PriceBook({"currency": "USD", "models": {
 }})
 
 
-def make_events(n: int, seed: int, prefix: str) -> list[UsageEvent]:
+def make_events(n: int, seed: int, prefix: str, end: float = NOW) -> list[UsageEvent]:
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -53,7 +60,7 @@ def make_events(n: int, seed: int, prefix: str) -> list[UsageEvent]:
         system = 200 + 150 * template + 40 * app
         history = rng.randrange(0, 1500)
         output = max(1, int(rng.gauss(150 + 40 * app, 60)))
-        ts = NOW - 30 * DAY + (i + 0.5) * 30 * DAY / n
+        ts = end - 30 * DAY + (i + 0.5) * 30 * DAY / n
         ev = UsageEvent(
             f"{prefix}-{i}", 0, ts, tenant=f"t{tenant}", department="d", app=f"app{app}",
             key_id=f"k{tenant}-{app}", model=model, arrival_ts=ts - 1,
@@ -68,12 +75,12 @@ def make_events(n: int, seed: int, prefix: str) -> list[UsageEvent]:
     return out
 
 
-async def fill(sink: LedgerSink, total: int) -> float:
+async def fill(sink: LedgerSink, total: int, end: float = NOW) -> float:
     await sink.record_price_table(BOOK.version, BOOK.currency, orjson.dumps(BOOK.table()))
     t0 = time.perf_counter()
     step = 10_000
     for start in range(0, total, step):
-        await sink.write(make_events(min(step, total - start), start, f"e{start}"))
+        await sink.write(make_events(min(step, total - start), start, f"e{start}", end))
     return time.perf_counter() - t0
 
 
@@ -82,12 +89,13 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def time_advice(sink: LedgerSink, runs: int, tenant: str | None) -> dict[str, Any]:
+async def time_advice(sink: LedgerSink, runs: int, tenant: str | None,
+                      end: float = NOW) -> dict[str, Any]:
     times = []
     doc: dict[str, Any] = {}
     for _ in range(runs):
         t0 = time.perf_counter()
-        doc = await gather_advice(sink, since=NOW - 30 * DAY, now=NOW, tenant=tenant)
+        doc = await gather_advice(sink, since=end - 30 * DAY, now=end, tenant=tenant)
         times.append((time.perf_counter() - t0) * 1000)
     kinds: dict[str, int] = {}
     for f in doc["findings"]:
@@ -97,14 +105,17 @@ async def time_advice(sink: LedgerSink, runs: int, tenant: str | None) -> dict[s
             "findings": len(doc["findings"]), "kinds": kinds}
 
 
-async def ledger_case(target: str, events: int, runs: int) -> dict[str, Any]:
+async def ledger_case(target: str, events: int, runs: int,
+                      end: float = NOW) -> dict[str, Any]:
     sink = await open_sink(target)
     try:
-        fill_s = await fill(sink, events)
+        filled = (await sink.fetch("SELECT MAX(ts) AS ts FROM usage_events"))[0]["ts"]
+        fill_s = await fill(sink, events, end) if filled is None else 0.0
+        end = end if filled is None else float(filled) + 1  # just after the last event
         rows = (await sink.fetch("SELECT COUNT(*) AS n FROM advice_rollups"))[0]["n"]
         return {"events": events, "fill_s": round(fill_s, 1), "advice_rollup_rows": int(rows),
-                "all_tenants": await time_advice(sink, runs, None),
-                "one_tenant": await time_advice(sink, runs, "t7")}
+                "all_tenants": await time_advice(sink, runs, None, end),
+                "one_tenant": await time_advice(sink, runs, "t7", end)}
     finally:
         await sink.close()
 
@@ -132,20 +143,28 @@ async def main() -> None:
     ap.add_argument("--write-events", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pg", default=None)
+    ap.add_argument("--ledger", default=None, help="Keep (or reuse) the SQLite ledger here.")
+    ap.add_argument("--end-now", action="store_true",
+                    help="The events' 30 days end now (not 2026-05-28), so a gateway serving "
+                         "the ledger (bench_console.py --keep) shows them.")
     args = ap.parse_args()
+    end = time.time() - 60 if args.end_now else NOW
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        out["sqlite"] = await ledger_case(str(Path(tmp) / "big.db"), args.events, args.runs)
+        out["sqlite"] = await ledger_case(args.ledger or str(Path(tmp) / "big.db"),
+                                          args.events, args.runs, end)
         if args.pg:
             out["postgres"] = await ledger_case(args.pg, args.events, args.runs)
         events = make_events(args.write_events, 99, "w")
         rates: dict[str, list[float]] = {"with_advice": [], "without_advice": []}
-        for r in range(args.rounds):
+        for r in range(args.rounds if events else 0):
             for advice in (r % 2 == 0, r % 2 != 0):
                 path = Path(tmp) / f"w{r}-{advice}.db"
                 key = "with_advice" if advice else "without_advice"
                 rates[key].append(await write_rate(path, events, advice))
-        out["sqlite_writes_events_per_s"] = {k: [round(x) for x in v] for k, v in rates.items()}
+        if events:
+            out["sqlite_writes_events_per_s"] = {k: [round(x) for x in v]
+                                                 for k, v in rates.items()}
     print(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
 
 

@@ -348,7 +348,10 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    # with the console on, every tenant's default advice is kept computed for its page
+    advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink, keep=config.console.enabled,
+                               saved=gw.home / "advice" / "default.json")
+    advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
     AdminCacheRoutes(gw.keys, gw.cache).install(app)
@@ -366,6 +369,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
 
     async def on_startup(_: web.Application) -> None:
         await gw.start()
+        await advice.start()  # the default advice document, computed behind the views
         if peers is not None:
             await peers.start()
         if listener is not None:
@@ -376,6 +380,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
             await listener.close()
         if peers is not None:
             await peers.close()
+        await advice.close()
         await gw.close()
         directory.close()
 

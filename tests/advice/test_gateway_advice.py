@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 
 from tests.fuzz.schemas import field_paths
 from tests.gateway.harness import GatewayThread, sim_config
+from tokenplane.advice.gateway.reader import AdviceReader
+from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.cli.main import build_cli
 
 BIG, SMALL = "sim-big", "sim-small"
@@ -58,8 +60,10 @@ class Traffic:
         return httpx.post(self.root + "/v1/feedback", json=body, headers=headers,
                           timeout=30, **kw)
 
-    def get(self, key: str | None, **params: Any) -> httpx.Response:
+    def get(self, key: str | None, *, fresh: bool = False, **params: Any) -> httpx.Response:
         headers = {"authorization": f"Bearer {self.keys[key]}"} if key else {}
+        if fresh:  # a document computed after this request (not one kept from before)
+            headers["cache-control"] = "no-cache"
         return httpx.get(self.root + "/admin/v1/advice", params=params, headers=headers,
                          timeout=30)
 
@@ -189,9 +193,21 @@ def _by_kind(doc: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, A
 
 
 def test_advice_from_the_traffic(traffic: Traffic) -> None:
-    resp = traffic.get("admin")
+    asked = time.time()
+    # every tenant's default document was computed when the gateway started (before
+    # the traffic): the first view is answered with it (or waits for that computation)
+    started = traffic.get("admin").json()
+    assert started["generated_at"] < asked and "age_s" in started
+    resp = traffic.get("admin", fresh=True)
     assert resp.status_code == 200, resp.text
-    found = _by_kind(resp.json())
+    doc = resp.json()
+    assert doc["generated_at"] >= asked and doc["refreshing"] is False
+    # the default window is the admin's kept document: this one, from memory, aged
+    kept = traffic.get("admin").json()
+    assert kept["generated_at"] == doc["generated_at"] and kept["age_s"] >= 0
+    assert kept["findings"] == doc["findings"]
+    assert traffic.get("admin", since="30d").json()["generated_at"] == doc["generated_at"]
+    found = _by_kind(doc)
     rs = found[("right_sizing", "acme", "triage", BIG)]
     fig = rs["evidence"]["figures"]
     assert fig["cheaper_model"] == SMALL and fig["feedback"] == 21
@@ -223,7 +239,7 @@ def test_bad_advice_parameters_are_400(traffic: Traffic, params: dict[str, str])
 
 
 def test_advice_is_kept_for_a_minute(traffic: Traffic) -> None:
-    since = str(int(time.time()) - 2 * 86400)  # one window to the minute for both asks
+    since = str(int(time.time()) - 2 * 86400)
     first = traffic.get("admin", since=since).json()
     again = traffic.get("admin", since=since).json()
     assert again["generated_at"] == first["generated_at"]  # from the worker's memory
@@ -270,3 +286,48 @@ def test_every_feedback_field_in_the_document_is_validated(traffic: Traffic) -> 
         assert resp.status_code == 400, (param, body, resp.text)
         assert resp.json()["error"]["param"] in (param, union), (body, resp.text)
     assert "/admin/v1/advice" in doc["paths"]
+
+
+def _advice_routes(traffic: Traffic) -> AdminAdviceRoutes:
+    for route in traffic.gw.app.router.routes():
+        owner = getattr(route.handler, "__self__", None)
+        if isinstance(owner, AdminAdviceRoutes):
+            return owner
+    raise AssertionError("no advice route")
+
+
+def test_wait_false_does_not_wait_for_a_document_not_computed_yet(traffic: Traffic) -> None:
+    routes = _advice_routes(traffic)
+    since = str(int(time.time()) - 5 * 86400 - 7)  # a window nobody asked for yet
+    grace, routes.grace_s = routes.grace_s, 0.0  # no grace: the 202 at once
+    try:
+        first = traffic.get("admin", since=since, wait="false")
+    finally:
+        routes.grace_s = grace
+    assert first.status_code == 202, first.text
+    pending = first.json()
+    assert pending["object"] == "advice.pending" and pending["computing_s"] >= 0
+    done = traffic.get("admin", since=since)  # waits for that same computation
+    assert done.status_code == 200 and done.json()["object"] == "advice"
+    kept = traffic.get("admin", since=since, wait="false")
+    assert kept.status_code == 200 and kept.json()["generated_at"] == done.json()["generated_at"]
+    assert traffic.get("admin", wait="soon").json()["error"]["param"] == "wait"
+
+
+def test_the_advisor_reads_through_a_connection_of_its_own(traffic: Traffic) -> None:
+    """A computation never runs on the ledger sink's own thread (which the flusher
+    and the console's pages share): its reader is another connection, read-only."""
+    async def check() -> None:
+        shared = traffic.gw.gateway.meter.sink
+        reader = AdviceReader(lambda: shared)
+        own = await reader.get()
+        try:
+            assert own is not shared and await reader.get() is own
+            rows = await own.fetch("SELECT COUNT(*) AS n FROM advice_rollups")
+            assert rows[0]["n"] > 0
+            with pytest.raises(Exception, match="readonly"):
+                await own.fetch("DELETE FROM advice_rollups")
+        finally:
+            await reader.close()
+
+    traffic.gw.call(check())

@@ -272,3 +272,16 @@ def test_versions_count_the_attempts_the_usage_api_counts(console: Console) -> N
     shown = [int(n.replace(",", "")) for n in
              re.findall(r'data-col="requests">([0-9,]+)</td>', page)]
     assert sum(shown) == sum(r["requests"] for r in globex) == 5
+
+
+def test_advice_shows_the_kept_documents_findings_and_its_age(console: Console) -> None:
+    doc = console.admin_api("/admin/v1/advice", since="30d")  # the kept default document
+    with signed_in(console, console.admin) as h:
+        page = h.get("/console/advice")
+        assert page.status_code == 200
+        count = re.search(r'id="findings-count">(\d+)<', page.text)
+        assert count is not None and int(count.group(1)) == doc["total"]["findings"]
+        age = re.search(r'id="advice-age" data-age="([0-9.]+)"', page.text)
+        assert age is not None and float(age.group(1)) >= 0
+        for bad in ("0", "x", "-1"):
+            assert h.get(f"/console/advice?page={bad}").status_code == 400, bad

@@ -174,9 +174,12 @@ def _admin_paths() -> dict[str, Any]:
             limit={"type": "integer", "minimum": 1, "maximum": 1000}))},
         f"{PREFIX}/advice": {"get": _op(
             "the optimisation advisor's findings (docs/ADVICE.md): evidence, saving per "
-            "month in tokens and money, what to do (a tenant's key: its tenant)",
+            "month in tokens and money, what to do (a tenant's key: its tenant); a kept "
+            "document refreshed behind the answer (age_s, refreshing); Cache-Control: "
+            "no-cache waits for one made after the request; wait=false: a 202 "
+            "advice.pending instead of waiting for a document not computed yet",
             params=_params("query", tenant={"type": "string"}, since=time_q,
-                           until=time_q))},
+                           until=time_q, wait={"type": "boolean"}))},
         f"{PREFIX}/slos": {"get": _op(
             "SLOs: SLI, error budget left, burn rates, firing alerts (a tenant's key: the "
             "SLOs naming its tenant); canary guards for an admin key",

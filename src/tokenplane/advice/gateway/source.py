@@ -7,6 +7,7 @@ price table the meter stored (``price_versions``); never the raw events.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable
@@ -54,34 +55,53 @@ async def data_days(sink: LedgerSink, lo: float, hi: float,
     return int(rows[0]["lo"]), int(rows[0]["hi"])
 
 
-def _sum(expr: str, name: str) -> str:
-    return f"CAST(SUM({expr}) AS BIGINT) AS {name}"
+def _sum(expr: str, name: str, dialect: str) -> str:
+    # PostgreSQL sums BIGINT as NUMERIC: cast back; SQLite's SUM of integers is one
+    return (f"SUM({expr}) AS {name}" if dialect == "sqlite"
+            else f"CAST(SUM({expr}) AS BIGINT) AS {name}")
+
+
+def window_sums_sql(where: str, dialect: str) -> str:
+    """The window's rollups summed per (tenant, app, alias, version, template,
+    currency). Besides the measures, three per-day sums (first parameter: the first
+    day of the later half): ``day_prefix_writes``, each day's system tokens per
+    request (``input_system / requests``, integer division, per rollup row; every row
+    holds a request, since each event counts one), and the requests and
+    history tokens of the earlier half. ``to_aggregate`` derives the rest."""
+    sums = [_sum(m, m, dialect) for m in ADVICE_MEASURES]
+    derived = [
+        _sum("input_system / NULLIF(requests, 0)", "day_prefix_writes", dialect),
+        _sum("CASE WHEN bucket < ? THEN requests ELSE 0 END", "early_requests", dialect),
+        _sum("CASE WHEN bucket < ? THEN input_history ELSE 0 END", "early_history", dialect),
+    ]
+    return (f"SELECT {_DIMS}, {', '.join(sums + derived)} FROM advice_rollups "
+            f"WHERE {where} GROUP BY {_DIMS}")
+
+
+def to_aggregate(row: dict[str, Any]) -> Aggregate:
+    """One grouped row as the advisor's aggregate (``advice/model.py`` says what the
+    derived measures are): per day and template, the first request's system tokens
+    write a prefix cache (``day_prefix_writes``) and the others' could read it (the
+    rest of ``input_system``; a group without a template has neither, a group is one
+    template); the later half's requests and history are the total less the earlier
+    half's."""
+    writes = int(row.pop("day_prefix_writes"))
+    templated = row["template"] != ""
+    row["prefix_write_tokens"] = writes if templated else 0
+    row["prefix_repeat_tokens"] = int(row["input_system"]) - writes if templated else 0
+    row["late_requests"] = int(row["requests"]) - int(row["early_requests"])
+    row["late_history"] = int(row["input_history"]) - int(row["early_history"])
+    return Aggregate(**row)
 
 
 async def advice_rows(sink: LedgerSink, lo: float, hi: float, tenant: str | None,
-                      days: tuple[int, int]) -> list[Aggregate]:
-    """The window's rollups summed over its days per (tenant, app, alias, version,
-    template, currency), in the database; the per-day measures (prefix repeats and
-    writes, the two halves' history) are summed there too (their comments
-    in ``advice/model.py`` say what they are)."""
+                      days: tuple[int, int]) -> list[dict[str, Any]]:
+    """The window's rollups summed over its days, in the database (one grouped query,
+    ``window_sums_sql``); ``to_aggregate`` makes each an ``Aggregate``."""
     where, params = _where(lo, hi, tenant)
     first, last = days
     mid = first + ((last - first) // DAY_S + 1) // 2 * DAY_S
-    per_template = "CASE WHEN template <> '' AND requests > 0 THEN {} ELSE 0 END"
-    derived = [
-        _sum(per_template.format("input_system - input_system / requests"),
-             "prefix_repeat_tokens"),
-        _sum(per_template.format("input_system / requests"), "prefix_write_tokens"),
-        _sum("CASE WHEN bucket < ? THEN requests ELSE 0 END", "early_requests"),
-        _sum("CASE WHEN bucket < ? THEN input_history ELSE 0 END", "early_history"),
-        _sum("CASE WHEN bucket >= ? THEN requests ELSE 0 END", "late_requests"),
-        _sum("CASE WHEN bucket >= ? THEN input_history ELSE 0 END", "late_history"),
-    ]
-    sums = [_sum(m, m) for m in ADVICE_MEASURES]
-    sql = (f"SELECT {_DIMS}, {', '.join(sums + derived)} FROM advice_rollups "
-           f"WHERE {where} GROUP BY {_DIMS}")
-    # the sums are BIGINT (never NULL: every group has rows), the dimensions text
-    return [Aggregate(**row) for row in await sink.fetch(sql, [mid, mid, mid, mid, *params])]
+    return await sink.fetch(window_sums_sql(where, sink.dialect), [mid, mid, *params])
 
 
 async def latest_prices(sink: LedgerSink) -> PriceBook:
@@ -110,11 +130,35 @@ def rates_of(book: PriceBook) -> Callable[[str], Rates]:
     return rates
 
 
+def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book: PriceBook,
+            *, tenant: str | None, lo: float, hi: float, effective: Window, now: float,
+            thresholds: Thresholds | None) -> dict[str, Any]:
+    """The advice document from the grouped rows (pure work: ``gather_advice`` runs it
+    on a worker thread, off the event loop)."""
+    result = advise([to_aggregate(r) for r in rows], feedback, rates_of(book), effective,
+                    thresholds)
+    findings = [f.as_dict() for f in result.findings]
+    total_micros = sum(f.cost_micros_per_month for f in result.findings)
+    return {
+        "object": "advice", "tenant": tenant, "since": lo, "until": hi,
+        "window_days": round(effective.days, 2), "generated_at": now,
+        "currency": book.currency, "price_version": book.version,
+        "kinds": list(KINDS), "findings": findings,
+        "total": {"findings": len(findings),
+                  "tokens_per_month": sum(f.tokens_per_month for f in result.findings),
+                  "cost_micros_per_month": total_micros,
+                  "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
+        "not_evaluated": result.not_evaluated,
+    }
+
+
 async def gather_advice(sink: LedgerSink, *, since: float | None = None,
                         until: float | None = None, tenant: str | None = None,
                         now: float | None = None, thresholds: Thresholds | None = None,
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The advice document (docs/ADVICE.md) for ``tenant`` (None: every tenant)."""
+    """The advice document (docs/ADVICE.md) for ``tenant`` (None: every tenant). The
+    sums are the database's; the analyses run on a worker thread, so a gateway's
+    event loop is not held by them."""
     say = progress or (lambda _: None)
     now = time.time() if now is None else now
     lo, hi = _window(since, until, now)
@@ -130,17 +174,5 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
     effective = Window(max(start, float(days[0])) if days is not None else start,
                        min(hi, now))
     say(f"analysing {len(rows)} aggregate rows")
-    result = advise(rows, feedback, rates_of(book), effective, thresholds)
-    findings = [f.as_dict() for f in result.findings]
-    total_micros = sum(f.cost_micros_per_month for f in result.findings)
-    return {
-        "object": "advice", "tenant": tenant, "since": lo, "until": hi,
-        "window_days": round(effective.days, 2), "generated_at": now,
-        "currency": book.currency, "price_version": book.version,
-        "kinds": list(KINDS), "findings": findings,
-        "total": {"findings": len(findings),
-                  "tokens_per_month": sum(f.tokens_per_month for f in result.findings),
-                  "cost_micros_per_month": total_micros,
-                  "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
-        "not_evaluated": result.not_evaluated,
-    }
+    return await asyncio.to_thread(analyse, rows, feedback, book, tenant=tenant, lo=lo, hi=hi,
+                                   effective=effective, now=now, thresholds=thresholds)
