@@ -101,8 +101,9 @@ def test_a_quiet_pool_keeps_more_room_than_a_busy_one() -> None:
 
 
 def test_a_burst_is_served_in_one_decision() -> None:
-    """The raw sample decides a burst: three times the rate with a queue forming
-    orders its replicas at once, whatever the filter still believes."""
+    """A burst is decided at once: three times the rate with a queue forming is far
+    beyond the sample's noise, so the nowcast jumps to it and its replicas are
+    ordered in one decision."""
     pol = default_policy(max_step=8)
     rng = random.Random(4)
     serving = 2
@@ -115,3 +116,21 @@ def test_a_burst_is_served_in_one_decision() -> None:
                      requests_per_s=s.requests_per_s, rate_window_s=10.0)
     d = pol.decide(s, 600.0)
     assert d.serving_to >= math.ceil(4.5 / PoolPolicySpec().target_utilisation) > before
+
+
+def test_a_noisy_sample_with_a_queue_is_not_a_panic() -> None:
+    """A quiet pool just under its size (12.6 requests a sample) sees one sample 2.3x
+    its mean (3.3 of its spreads, sqrt(2 / 12.6): under the nowcast's 4) with a
+    request waiting. That is noise: the filtered demand, a little over the pool,
+    decides, and the up window is waited out; the raw sample alone would have
+    ordered two more replicas at once (a panic)."""
+    pol = default_policy(max_step=8)
+    rate = 1.26  # replicas of work: a need of about 1.98 with its headroom
+    for k in range(60):
+        d = pol.decide(snap(10.0 * k, 2, tokens_per_s=rate * TOKENS_PER_REPLICA), 10.0 * k)
+        assert d.serving_to == 2
+    spike = snap(600.0, 2, tokens_per_s=2.3 * rate * TOKENS_PER_REPLICA, waiting=1)
+    d = pol.decide(spike, 600.0)
+    assert d.inputs["need_raw"] >= 1.5 * 2  # the raw sample alone would panic
+    assert 2 < d.inputs["need_now"] < 1.5 * 2  # the filtered one asks a little more
+    assert d.serving_to == 2 and d.reasons[0] == "stabilising"

@@ -26,7 +26,7 @@ Each decision:
    skip the up-stabilisation window and scale-downs wait (scale up faster, down
    slower).
 5. **Hysteresis and stabilisation**: up when ceil(need) exceeds the pool (the lowest
-   up-recommendation over ``scale_up_window_s``, skipped when the raw sample jumped
+   up-recommendation over ``scale_up_window_s``, skipped when the filtered need jumped
    past ``panic_ratio`` of the pool with a queue forming, or SLOs burn); down only
    when the smaller pool stays under ``1 - hysteresis`` of the target for the larger
    of the need now and the forecast's highest need within a cooldown (the highest
@@ -219,7 +219,6 @@ class TokenplanePolicy:
         backlog = self._backlog(snap, waiting)
         self._learn_request_size(work_avg, rps)
         up = 1.0 + self._spread(rps)
-        # the raw sample decides a burst (panic); the filtered one everything else
         need_raw = self.capacity.replicas_for(work_now * up + backlog, util)
         need_now = self.capacity.replicas_for(work_avg * up + backlog, util)
         kv = sum(r.kv_usage for r in ready) / len(ready) if ready else 0.0
@@ -246,11 +245,14 @@ class TokenplanePolicy:
         reasons: list[str] = []
         to = cur
         if up_target > cur:
-            # a jump past panic_ratio with a queue forming is a burst, not noise
+            # a jump past panic_ratio with a queue forming is a burst, not noise: the
+            # filtered demand (the nowcast jumps to a sample beyond its noise, and
+            # averages one within it), so a noisy sample of a quiet pool waits out the
+            # up window like any other
             queued = waiting > 0 or snap.queue_requests > 0
-            panic = ((max(x, need_raw) >= self.panic_ratio * max(1, cur) and queued)
+            panic = ((x >= self.panic_ratio * max(1, cur) and queued)
                      or burning or cur < spec.min_replicas)
-            stable_up = (self._clamp(math.ceil(max(x, need_raw) - 1e-9)) if panic
+            stable_up = (self._clamp(math.ceil(x - 1e-9)) if panic
                          else min(t for _, t in self._ups))
             if stable_up > cur:
                 to = stable_up
