@@ -1,20 +1,23 @@
 """The console's Audit page over a large audit log: under 500 ms p95, cold and warm.
 
 Writes ``--records`` audit records (default 200,000) over the last 24 hours into
-``<home>/audit/w0`` (the log ``tokenplane serve``'s worker continues) with the gateway's own key and its default log settings
-(a checkpoint every 100 records, segments rotated by UTC day or past 256 MB, so
-the window spans two segments): 8 tenants of very different sizes (one with 0.2% of
-the records), 4 apps each, about 820 bytes a record with the checkpoints (the
-request-path bench's records averaged 690). Then starts ``tokenplane serve`` on that data directory
-``--rounds`` times for each source tree in ``--src`` (alternating: A B A B ...),
-and after each start asks each page once (*cold*: the first view after the start,
-admin pages first, then a tenant's), then ``--repeat`` times (*warm*). Every tree's
-rows are checked equal, page by page (except an app filter, which main applied
-after its row limit). Prints JSON; ``--out FILE`` also writes it.
+``<home>/audit/w0`` (the log ``tokenplane serve``'s worker continues) with the
+gateway's own key and its default log settings (a checkpoint every 100 records,
+segments rotated by UTC day or past 256 MB, so the window spans two segments): 8
+tenants of very different sizes (one with 0.2% of the records), 4 apps each, about
+820 bytes a record with the checkpoints (the request-path bench's averaged 690).
+Then starts ``tokenplane serve`` on that data directory ``--rounds`` times for each
+source tree in ``--src`` (alternating: A B A B ...), and after each start asks each
+page once (*cold*: the first view after the start, admin pages first, then a
+tenant's), then ``--repeat`` times (*warm*). Every tree's rows are checked equal,
+page by page (except an app filter, which main applied after its row limit).
+``--during-verify``: each tree once more, a tenant's Audit page asked over and over
+while an admin's **Verify the chain** runs. Prints JSON; ``--out FILE`` also writes it.
 
     git archive main | tar -x -C /tmp/before        # the tree to compare with
     python bench/bench_audit_page.py --keep /tmp/audit-home \
         --src before=/tmp/before/src --src after=src [--records 200000] [--rounds 3]
+        [--repeat 10] [--during-verify] [--out FILE]
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -127,6 +132,36 @@ def view(h: httpx.Client, url: str) -> tuple[float, list[bytes]]:
     return ms, ROW.findall(r.content)
 
 
+def during_verify(base: str, keys: dict[str, str]) -> dict[str, Any]:
+    """The admin's Verify the chain running, and the Audit page asked meanwhile."""
+    clients = {who: sign_in(base, key) for who, key in keys.items()}
+    admin = clients["admin"]
+    token = re.search(r'name="csrf" value="([^"]+)"', admin.get("/console/audit").text)
+    assert token is not None
+    done: list[float] = []
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        r = admin.post("/console/audit/verify", data={"csrf": token.group(1)},
+                       headers={"origin": base}, timeout=900)
+        assert r.status_code == 200 and "chain-table" in r.text, r.text[:300]
+        done.append(time.perf_counter() - t0)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    times: dict[str, list[float]] = {}
+    try:
+        while thread.is_alive():
+            for who in ("tenant acme", "tenant tiny"):
+                times.setdefault(who, []).append(view(clients[who], "/console/audit")[0])
+        thread.join()
+    finally:
+        for h in clients.values():
+            h.close()
+    return {"verify_s": round(done[0], 1) if done else None,
+            "pages": {who: summary(v) for who, v in times.items()}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000)
@@ -135,6 +170,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--keep", default=None, help="Keep (or reuse) the data directory here.")
+    ap.add_argument("--during-verify", action="store_true",
+                    help="Also time the page while the chain is verified (each tree once).")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     trees = dict(s.split("=", 1) for s in args.src) or {"after": "src"}
@@ -171,6 +208,11 @@ def main() -> None:
                 finally:
                     for h in clients.values():
                         h.close()
+    verifying = {}
+    if args.during_verify:
+        for tree, src in trees.items():
+            with Server(home, src) as server:
+                verifying[tree] = during_verify(server.base, who_keys)
     names = list(trees)
     for page, found in rows[names[0]].items():  # every tree shows the same rows
         for other in names[1:]:  # (but main filtered by app after its row limit)
@@ -181,7 +223,8 @@ def main() -> None:
            "rows_shown": {t: {p: len(r) for p, r in rows[t].items()} for t in names},
            "trees": {t: {"cold": {p: summary(v) for p, v in cold[t].items()},
                          "warm": {p: summary(v) for p, v in warm[t].items()}}
-                     for t in names}}
+                     for t in names},
+           "during_verify": verifying}
     text = json.dumps(out, indent=2)
     print(text)
     if args.out:

@@ -16,7 +16,7 @@ from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.filters import AuditFilter
 from tokenplane.governance.audit.log import AuditLog
 from tokenplane.governance.audit.multi import matching, newest
-from tokenplane.governance.audit.recent import newest_matching, reverse_blocks
+from tokenplane.governance.audit.recent import candidates, newest_matching, reverse_blocks
 from tokenplane.governance.audit.segments import list_segments
 
 TENANTS = ("acme", "globex", "initech", "rare")
@@ -102,9 +102,16 @@ def test_reverse_blocks_give_every_line_newest_first(tmp_path: Path) -> None:
     log.close()
     seg = list_segments(log.dir)[0]
     forward = [line for line in seg.read_bytes().split(b"\n") if line.strip()]
+    acme = [line for line in forward if b'"acme"' in line and b'"block"' in line]
+    assert 0 < len(acme) < len(forward) // 5
     for block in (1, 5, 64, 700, 10_000_000):
-        back = [line for lines in reverse_blocks(seg, block) for line in lines]
+        pieces = list(reverse_blocks(seg, block))
+        assert b"".join(reversed(pieces)) == seg.read_bytes(), block
+        back = [line for piece in pieces for line in candidates(piece, ())]
         assert back == forward[::-1], block
+        found = [line for piece in pieces
+                 for line in candidates(piece, (b'"request"', b'"acme"', b'"block"'))]
+        assert found == acme[::-1], block
 
 
 def test_a_line_being_written_is_skipped_and_a_record_written_later_appears(

@@ -47,10 +47,8 @@ class AuditFilter:
         skipped unparsed. A superset test only (``accepts`` decides); it holds for any
         key order or spacing, as long as the values are not written with gratuitous
         ``\\u`` escapes (the writer's orjson never does that for printable text)."""
-        out = []
+        out = [orjson.dumps(v) for v in (self.verdict, self.key_id, self.app, self.tenant)
+               if v is not None]
         if self.requests_only or self.tenant is not None:
-            out.append(b'"request"')
-        for value in (self.tenant, self.key_id, self.verdict, self.app):
-            if value is not None:
-                out.append(orjson.dumps(value))
+            out.append(b'"request"')  # in almost every line: last
         return tuple(out)
