@@ -112,6 +112,12 @@ def test_reverse_blocks_give_every_line_newest_first(tmp_path: Path) -> None:
         found = [line for piece in pieces
                  for line in candidates(piece, (b'"request"', b'"acme"', b'"block"'))]
         assert found == acme[::-1], block
+    with seg.open("ab") as out:  # a last line still being written, longer than a block
+        out.write(b'{"kind":"request","tenant":"acme","verdict":"block","x":"' + b"y" * 900)
+    for block in (1, 64, 700):
+        pieces = list(reverse_blocks(seg, block))
+        back = [line for piece in pieces for line in candidates(piece, ())]
+        assert back[1:] == forward[::-1] and back[0].endswith(b"y" * 900), block
 
 
 def test_a_line_being_written_is_skipped_and_a_record_written_later_appears(

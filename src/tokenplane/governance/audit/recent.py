@@ -50,6 +50,9 @@ def reverse_blocks(path: Path, block: int = BLOCK) -> Iterator[bytes]:
             f.seek(start)
             data = f.read(pos - start) + rest
             pos = start
+            if start and b"\n" not in data:  # one line longer than the block so far
+                rest = data
+                continue
             cut = data.find(b"\n") + 1 if start else 0  # a line cut in two: finished
             rest = data[:cut]  # by the next piece
             if len(data) > cut:
