@@ -1,11 +1,13 @@
 """Admin API over the audit log (off the inference path).
 
-    GET /admin/v1/audit?tenant=&key_id=&since=&until=&verdict=allow|flag|block&limit=100
+    GET /admin/v1/audit?tenant=&key_id=&app=&since=&until=&verdict=allow|flag|block&limit=100
 
 ``Authorization: Bearer <key>``. An admin key reads every tenant (``tenant=`` narrows);
 any other key reads only its own tenant's records: the filter is forced and naming
 another tenant is a 403. Records come newest first with their hashes; their content
 is what the retention mode kept (redacted by default, encrypted for ``full``).
+The newest records are read from the end of each worker's log (``audit.recent``),
+so a search costs what it returns, not the size of the log.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import orjson
 from aiohttp import web
 
 from tokenplane.errors import GatewayError, invalid
-from tokenplane.governance.audit.multi import VERDICTS, matching, newest
+from tokenplane.governance.audit.filters import AuditFilter
+from tokenplane.governance.audit.multi import VERDICTS
+from tokenplane.governance.audit.recent import newest_matching
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.metering.reports import parse_time_bound
 
@@ -82,12 +86,14 @@ class AdminAuditRoutes:
         since, until = _bound(request, "since", now), _bound(request, "until", now)
         limit = _limit(request)
         key_id = request.query.get("key_id") or None
+        app_name = request.query.get("app") or None
         if self.flush is not None:
             await self.flush()
 
         def run() -> tuple[list[dict[str, object]], bool]:
-            return newest(matching(self.root, tenant=tenant, key_id=key_id, since=since,
-                                   until=until, verdict=verdict), limit)
+            return newest_matching(self.root, AuditFilter(
+                tenant=tenant, key_id=key_id, since=since, until=until, verdict=verdict,
+                app=app_name), limit)
 
         data, more = await asyncio.to_thread(run)
         body = {"object": "list", "data": data, "has_more": more}

@@ -170,6 +170,7 @@ def _admin_paths() -> dict[str, Any]:
             + _params("query", tenant={"type": "string"}))},
         f"{PREFIX}/audit": {"get": _op("search audit records", params=_params(
             "query", tenant={"type": "string"}, key_id={"type": "string"},
+            app={"type": "string"},
             verdict={"type": "string", "enum": list(VERDICTS)}, since=time_q, until=time_q,
             limit={"type": "integer", "minimum": 1, "maximum": 1000}))},
         f"{PREFIX}/advice": {"get": _op(

@@ -1,14 +1,17 @@
 """Audit: search the audit log by time, app, key and verdict within the signed-in
-scope (the admin API's ``/admin/v1/audit``), and the chain's status."""
+scope (the admin API's ``/admin/v1/audit``, which reads the newest records from the
+end of the log), a page at a time (newest first; "older" continues before the oldest
+record shown), and the chain's status."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from tokenplane.console.page import Data, Page, PageError
 
 VERDICTS = ("allow", "flag", "block")
-FIELDS = ("since", "until", "key_id", "verdict", "limit")
+FIELDS = ("since", "until", "key_id", "app", "verdict", "limit")
 
 
 async def build(page: Page) -> Data:
@@ -18,14 +21,24 @@ async def build(page: Page) -> Data:
     query["limit"] = query["limit"] or str(min(page.parts.config.max_rows, 1000))
     if query["verdict"] and query["verdict"] not in VERDICTS:
         raise PageError(400, "error.bad_input")
-    app = page.arg("app")
     answer = await page.admin_api("/admin/v1/audit", {**query, "tenant": tenant or ""})
     if answer.status == 400:
         raise PageError(400, "error.bad_input")
     if not answer.ok:
         raise PageError(answer.status, "error.unavailable")
-    records: list[dict[str, Any]] = [
-        r for r in answer.data["data"] if app is None or r.get("app") == app]
-    return {"records": records, "has_more": answer.data.get("has_more", False),
-            "query": {**query, "app": app or "", "tenant": tenant or ""},
+    records: list[dict[str, Any]] = answer.data["data"]
+    more = bool(answer.data.get("has_more", False))
+    return {"records": records, "has_more": more,
+            "query": {**query, "tenant": tenant or ""},
+            "older": _older(query, tenant, records) if more else None,
             "verdicts": VERDICTS}
+
+
+def _older(query: dict[str, str], tenant: str | None, records: list[dict[str, Any]]
+           ) -> str:
+    """The next page: the same search, before the oldest record shown."""
+    args = {k: v for k, v in query.items() if v}
+    args["until"] = repr(float(records[-1]["ts"]))
+    if tenant:
+        args["tenant"] = tenant
+    return "/console/audit?" + urlencode(args)

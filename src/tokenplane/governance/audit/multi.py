@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from tokenplane.governance.audit.filters import AuditFilter
 from tokenplane.governance.audit.segments import iter_records
 
 VERDICTS = ("allow", "flag", "block")
@@ -34,23 +35,12 @@ def matching(
 ) -> Iterator[dict[str, Any]]:
     """Records of every worker directory that pass the filters. ``tenant`` None means
     every tenant: only for an operator (an admin key, the CLI)."""
+    wanted = AuditFilter(tenant=tenant, key_id=key_id, since=since, until=until,
+                         verdict=verdict, requests_only=requests_only)
     for d in log_dirs(root):
         for rec in iter_records(d, _day(since), _day(until)):
-            if rec.get("kind") != "request":
-                if requests_only or tenant is not None:
-                    continue
-            elif tenant is not None and rec.get("tenant") != tenant:
-                continue
-            if key_id is not None and rec.get("key_id") != key_id:
-                continue
-            if verdict is not None and rec.get("verdict") != verdict:
-                continue
-            ts = rec.get("ts")
-            if not isinstance(ts, int | float):
-                continue
-            if (since is not None and ts < since) or (until is not None and ts >= until):
-                continue
-            yield rec
+            if wanted.accepts(rec):
+                yield rec
 
 
 def newest(records: Iterator[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
