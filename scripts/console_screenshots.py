@@ -120,7 +120,12 @@ def main() -> None:
                         first.first.click()
                         page.wait_for_load_state("networkidle")
                     suffix = "" if lang == "en-US" else "-zh"
-                    page.screenshot(path=str(args.out / f"{name}{suffix}.png"), full_page=True)
+                    # the Advice page lists 50 findings a page: its top 2,400 pixels show
+                    # the chart and the first findings
+                    clip = ({"x": 0, "y": 0, "width": 1360, "height": 2400}
+                            if name == "advice" else None)
+                    page.screenshot(path=str(args.out / f"{name}{suffix}.png"), full_page=True,
+                                    clip=clip)  # type: ignore[arg-type]
                     print(f"{args.out / name}{suffix}.png")
                 ctx.close()
             browser.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,11 @@ def _config() -> dict[str, Any]:
 def test_split_from_config_lands_within_tolerance_over_2000_requests() -> None:
     cfg = validate_config(_config())
     rule = split_rule(cfg.routing.splits[ALIAS])
-    picks = [rule.choose(RouteRequest(request_id=uuid.uuid4().hex)) for _ in range(2000)]
+    # request ids from a seeded generator: the same 2,000 every run (random ones failed
+    # the 3-sigma band about once in 400 runs, as they should)
+    rng = random.Random(7)
+    picks = [rule.choose(RouteRequest(request_id=uuid.UUID(int=rng.getrandbits(128)).hex))
+             for _ in range(2000)]
     share = picks.count("v2") / len(picks)
     assert 0.08 <= share <= 0.12  # 10% +- 2 points (3 standard deviations: 0.67 points)
 
