@@ -135,11 +135,15 @@ class TiktokenTokenizer:
         """The fewest tokens ``text`` can take, from its pieces' shape, without
         tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
         listed there, or special-token text). ``above``: where only whether the floor is
-        over ``above`` matters, the cheaper floor of its runs of non-whitespace
-        (``space_splits.runs_floor``) when that already is."""
+        over ``above`` matters, a cheaper one that is over it exactly when this one is:
+        ASCII text's pieces counted until they are over ``above`` (each run of
+        non-whitespace holds a piece, so no fewer than its runs), else the floor of its
+        runs of non-whitespace (``space_splits.runs_floor``) when that already is."""
         floor = self._piece_floor
         if floor is None or not self.ordinary(text):
             return 0
+        if above >= 0 and text.isascii():  # one pass, stopping once over
+            return floor.tokens(text, above)
         if above >= 0 and self.space_splits:
             quick = runs_floor_above(text, above)  # (tokens/word_kernels.py)
             if quick > above:
