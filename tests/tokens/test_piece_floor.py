@@ -38,6 +38,20 @@ def test_never_above_the_count(spec: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("spec", SPECS)
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(alphabet=ALPHABET, max_size=700), above=st.integers(-1, 200))
+def test_above_decides_as_the_full_floor(spec: str, text: str, above: int) -> None:
+    """``token_floor(text, above)`` (cheaper: ASCII text's pieces counted until over
+    ``above``, else the runs floor when it is over) is a floor, over ``above`` exactly
+    when the full one is."""
+    tok = _tok(spec)
+    full = tok.token_floor(text)
+    got = tok.token_floor(text, above)
+    assert got <= tok.count(text)
+    assert (got > above) == (full > above)
+
+
+@pytest.mark.parametrize("spec", SPECS)
 def test_close_on_prose_and_sound_on_random_text(spec: str) -> None:
     tok = _tok(spec)
     text = PROSE * 5

@@ -1,6 +1,7 @@
 """The compiled word kernels (``tokens/_words.c``) equal their pure-Python definitions
 (``tokens/word_kernels.py``) on random text: the later-word sum of the word memo, the
-runs floor (over ``above`` exactly when the full count is) and the piece floor."""
+runs floor and the piece floor (with ``above``: over it exactly when the full count
+is)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,22 @@ def test_piece_runs(text: str, digits_one: bool) -> None:
     from tokenplane.tokens import _words
 
     assert _words.piece_runs(text, digits_one) == word_kernels.piece_runs_py(text, digits_one)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet="aZ09 !.'\t\n\x00-", max_size=1500),
+       digits_one=st.booleans(), above=st.integers(-1, 400))
+def test_piece_runs_above(text: str, digits_one: bool, above: int) -> None:
+    """With ``above``, the compiled piece floor may stop early (texts past its 256-
+    character blocks): never above the full one, and over ``above`` exactly when that
+    one is."""
+    from tokenplane.tokens import _words
+
+    full = word_kernels.piece_runs_py(text, digits_one)
+    assert _words.piece_runs(text, digits_one, -1) == full
+    for floor in (_words.piece_runs, word_kernels.piece_runs_py):
+        got = floor(text, digits_one, above)
+        assert got <= full and (got > above) == (full > above)
 
 
 @settings(max_examples=300, deadline=None)

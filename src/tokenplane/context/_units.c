@@ -312,6 +312,17 @@ static void fill_ascii_units(void) {
     }
 }
 
+/* the same for the ASCII characters of a text holding others: lower case; every
+ * character not a letter or digit (control characters too) to a space */
+static unsigned char alnum_units[128];
+
+static void fill_alnum_units(void) {
+    for (int c = 0; c < 128; c++)
+        alnum_units[c] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32)
+                         : ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) ? (unsigned char)c
+                                                                              : ' ';
+}
+
 static inline int is_cjk(Py_UCS4 c) { /* text._CJK */
     return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) ||
            (c >= 0x4e00 && c <= 0x9fff) || (c >= 0xf900 && c <= 0xfaff);
@@ -335,11 +346,7 @@ static PyObject *non_ascii_units(PyObject *low, int lowered) {
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c < 128) {
-            if (c >= 'A' && c <= 'Z')
-                o[k++] = (unsigned char)(c + 32);
-            else
-                o[k++] = ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) ? (unsigned char)c
-                                                                            : ' ';
+            o[k++] = alnum_units[c];
         } else if (!lowered && (Py_UNICODE_TOLOWER(c) != c || c == 0x3a3)) {
             Py_DECREF(out);
             Py_RETURN_FALSE;
@@ -549,5 +556,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__units(void) {
     fill_ascii_units();
+    fill_alnum_units();
     return PyModule_Create(&module);
 }

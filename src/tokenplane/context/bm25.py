@@ -80,6 +80,7 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
     terms = [u for _, u in keyed]
     counted: list[int] = []
     rows: list[list[int]] = []
+    zeros = [0] * len(terms)  # (the default of each look-up, for map)
     for j, d in enumerate(docs):
         if isinstance(d, np.ndarray):
             hashed.append(j)
@@ -87,7 +88,7 @@ def bm25_scores(docs: Sequence[Terms], query: str) -> list[float]:
         else:  # (a Counter's or QueryCounts' dictionary read directly)
             found = d.counts if isinstance(d, QueryCounts) else d
             counted.append(j)
-            rows.append([found.get(u, 0) for u in terms])
+            rows.append(list(map(found.get, terms, zeros)))
     if counted:
         tf[:len(uni), counted] = np.asarray(rows, np.float64).T
     if hashed:

@@ -22,25 +22,23 @@ static PyObject *runs_floor(PyObject *self, PyObject *args) {
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t runs = 0;
     int in_ws = 1;
+    /* (branch-free transitions: a word boundary every few characters mispredicts) */
+    Py_ssize_t limit = above >= 0 ? above : PY_SSIZE_T_MAX;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *p = (const Py_UCS1 *)data;
         for (Py_ssize_t i = 0; i < n; i++) {
             int ws = is_ws(p[i]);
-            if (in_ws && !ws) {
-                runs++;
-                if (above >= 0 && runs > above)
-                    return PyLong_FromSsize_t(runs);
-            }
+            runs += in_ws & !ws;
+            if (runs > limit)
+                return PyLong_FromSsize_t(runs);
             in_ws = ws;
         }
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             int ws = is_ws(PyUnicode_READ(kind, data, i));
-            if (in_ws && !ws) {
-                runs++;
-                if (above >= 0 && runs > above)
-                    return PyLong_FromSsize_t(runs);
-            }
+            runs += in_ws & !ws;
+            if (runs > limit)
+                return PyLong_FromSsize_t(runs);
             in_ws = ws;
         }
     }
@@ -105,6 +103,52 @@ static inline int ascii_class(Py_UCS4 c) {
     return OTHER;
 }
 
+/* ``ascii_class`` of each ASCII character, as a table */
+#define S SPACE
+#define L LETTER
+#define D DIGIT
+#define O OTHER
+static const unsigned char ASCII_CLASSES[128] = {
+    O, O, O, O, O, O, O, O, O, S, S, S, S, S, O, O,
+    O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O,
+    S, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O,
+    D, D, D, D, D, D, D, D, D, D, O, O, O, O, O, O,
+    O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+    L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,
+    O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,
+    L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,
+};
+#undef S
+#undef L
+#undef D
+#undef O
+
+/* ``runs_of`` of ASCII text, without branches on the classes (a run boundary every few
+ * characters mispredicts): the same counts. */
+static Py_ssize_t ascii_runs_of(const Py_UCS1 *p, Py_ssize_t n, int digits_one,
+                                Py_ssize_t limit) {
+    Py_ssize_t runs = 0, led = 0;
+    int prev = SPACE, prev_single = 0; /* whether the run before this one is one long */
+    int digit_extra = digits_one ? 1 : 0;
+    /* (over ``limit`` looked at every block: the count never falls as the text goes
+     * on, a lead coming with its letter run) */
+    for (Py_ssize_t start = 0; start < n; start += 256) {
+        Py_ssize_t end = n - start > 256 ? start + 256 : n;
+        for (Py_ssize_t i = start; i < end; i++) {
+            int c = ASCII_CLASSES[p[i] & 127];
+            int changed = c != prev;
+            runs += changed ? (c != SPACE) : ((c == DIGIT) & digit_extra);
+            led += changed & (c == LETTER) & (prev == OTHER) & prev_single;
+            /* (a run is one long when the character after its first changes class) */
+            prev_single = changed;
+            prev = c;
+        }
+        if (runs - led > limit)
+            return runs - led;
+    }
+    return runs - led;
+}
+
 /* the piece floor of ``text``, each character's class from ``ascii_class`` or, for a
  * non-ASCII one, ``seen`` (a dict: the character -> "a", "0", " ", "!", or "" when
  * unknown): the runs of one class, less the whitespace ones, plus each digit past a
@@ -112,17 +156,21 @@ static inline int ascii_class(Py_UCS4 c) {
  * before a letter. Sets ``*missing`` to a character ``seen`` lacks (a new reference)
  * and returns -1; returns -2 for a character of no known class; -3 on an error. */
 static Py_ssize_t runs_of(PyObject *text, PyObject *seen, int digits_one,
-                          PyObject **missing) {
+                          Py_ssize_t above, PyObject **missing) {
+    Py_ssize_t limit = above >= 0 ? above : PY_SSIZE_T_MAX;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t runs = 0, led = 0, run_len = 0;
-    int prev = SPACE; /* (the text starts after a space) */
+    if (PyUnicode_IS_ASCII(text))
+        return ascii_runs_of((const Py_UCS1 *)data, n, digits_one, limit);
+    Py_ssize_t runs = 0, led = 0;
+    int prev = SPACE, prev_single = 0; /* (the text starts after a space) */
+    int digit_extra = digits_one ? 1 : 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
         int c;
         if (ch < 128) {
-            c = ascii_class(ch);
+            c = ASCII_CLASSES[ch];
         } else {
             if (seen == NULL)
                 return -3;
@@ -143,35 +191,32 @@ static Py_ssize_t runs_of(PyObject *text, PyObject *seen, int digits_one,
                 return -2;
             c = ascii_class(PyUnicode_READ_CHAR(found, 0));
         }
-        if (c != prev) {
-            if (c != SPACE)
-                runs++;
-            if (c == LETTER && prev == OTHER && run_len == 1)
-                led++;
-            prev = c;
-            run_len = 1;
-        } else {
-            run_len++;
-            if (c == DIGIT && digits_one)
-                runs++;
-        }
+        int changed = c != prev; /* (as in ascii_runs_of) */
+        runs += changed ? (c != SPACE) : ((c == DIGIT) & digit_extra);
+        led += changed & (c == LETTER) & (prev == OTHER) & prev_single;
+        prev_single = changed;
+        prev = c;
+        if (runs - led > limit)
+            return runs - led;
     }
     return runs - led;
 }
 
-/* piece_runs(text, digits_one) -> int: PieceFloor.tokens of ASCII ``text`` (classes
- * already mapped). */
+/* piece_runs(text, digits_one, above=-1) -> int: PieceFloor.tokens of ASCII ``text``
+ * (classes already mapped); with ``above`` >= 0 the count may stop as soon as it is
+ * over ``above`` (what is counted by then is a floor too). */
 static PyObject *piece_runs(PyObject *self, PyObject *args) {
     PyObject *text;
     int digits_one;
-    if (!PyArg_ParseTuple(args, "Up", &text, &digits_one))
+    Py_ssize_t above = -1;
+    if (!PyArg_ParseTuple(args, "Up|n", &text, &digits_one, &above))
         return NULL;
     if (!PyUnicode_IS_ASCII(text)) {
         PyErr_SetString(PyExc_ValueError, "piece_runs reads ASCII text");
         return NULL;
     }
     PyObject *missing = NULL;
-    Py_ssize_t got = runs_of(text, NULL, digits_one, &missing);
+    Py_ssize_t got = runs_of(text, NULL, digits_one, above, &missing);
     return got >= 0 ? PyLong_FromSsize_t(got) : NULL;
 }
 
@@ -184,7 +229,7 @@ static PyObject *seen_piece_runs(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "UO!p", &text, &PyDict_Type, &seen, &digits_one))
         return NULL;
     PyObject *missing = NULL;
-    Py_ssize_t got = runs_of(text, seen, digits_one, &missing);
+    Py_ssize_t got = runs_of(text, seen, digits_one, -1, &missing);
     if (got == -1)
         return missing;
     if (got == -2)
@@ -195,7 +240,8 @@ static PyObject *seen_piece_runs(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"runs_floor", runs_floor, METH_VARARGS, "The runs of non-whitespace (a token floor)."},
     {"later_sum", later_sum, METH_VARARGS, "The memoised counts of a text's later words."},
-    {"piece_runs", piece_runs, METH_VARARGS, "The piece floor of ASCII text."},
+    {"piece_runs", piece_runs, METH_VARARGS,
+     "The piece floor of ASCII text (may stop once over ``above``)."},
     {"seen_piece_runs", seen_piece_runs, METH_VARARGS, "The piece floor of any text."},
     {NULL, NULL, 0, NULL},
 };

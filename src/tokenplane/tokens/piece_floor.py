@@ -67,8 +67,10 @@ class PieceFloor:
                 self._seen[c] = found
         return found
 
-    def tokens(self, text: str) -> int:
-        """The fewest tokens ``text`` can take (0 when none is known)."""
+    def tokens(self, text: str, above: int = -1) -> int:
+        """The fewest tokens ``text`` can take (0 when none is known). ``above``: where
+        only whether it is over ``above`` matters, ASCII text's count may stop as soon as
+        it is (``word_kernels.piece_runs``: a floor too)."""
         if not text.isascii():
             if self.nfc:
                 text = unicodedata.normalize("NFC", text)
@@ -84,7 +86,8 @@ class PieceFloor:
             text = _NON_ASCII.sub(lambda m: self._class(m.group()) or "\x00", text)
             if "\x00" in text:
                 return 0
-        return piece_runs(text, self.digits_per_piece == 1)  # (tokens/word_kernels.py)
+            return piece_runs(text, self.digits_per_piece == 1)  # (tokens/word_kernels.py)
+        return piece_runs(text, self.digits_per_piece == 1, above)
 
 
 def piece_floor(pattern: str | None, nfc: bool = False) -> PieceFloor | None:

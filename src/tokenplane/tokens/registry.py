@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tokenplane.tokens import word_kernels
 from tokenplane.tokens.ascii_bpe import AsciiBpe, ascii_bpe
 from tokenplane.tokens.base import Tokenizer
 from tokenplane.tokens.char_floor import CharFloor, hf_char_floor_of
@@ -135,11 +136,16 @@ class TiktokenTokenizer:
         """The fewest tokens ``text`` can take, from its pieces' shape, without
         tokenizing (``tokens/piece_floor.py``); 0 when none is known (a pattern not
         listed there, or special-token text). ``above``: where only whether the floor is
-        over ``above`` matters, the cheaper floor of its runs of non-whitespace
+        over ``above`` matters, a cheaper one that is over it exactly when this one is:
+        with the compiled kernels, ASCII text's pieces counted until they are over
+        ``above`` (one pass; each run of non-whitespace holds a piece, so they are no
+        fewer than its runs); else the floor of its runs of non-whitespace
         (``space_splits.runs_floor``) when that already is."""
         floor = self._piece_floor
         if floor is None or not self.ordinary(text):
             return 0
+        if above >= 0 and word_kernels.COMPILED and text.isascii():
+            return floor.tokens(text, above)
         if above >= 0 and self.space_splits:
             quick = runs_floor_above(text, above)  # (tokens/word_kernels.py)
             if quick > above:

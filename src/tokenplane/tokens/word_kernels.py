@@ -11,8 +11,11 @@ other). ``TOKENPLANE_NO_KERNELS=1`` in the environment leaves the compiled ones 
 - ``runs_floor(text, above)``: ``space_splits.runs_floor(text)``, or with ``above >= 0``
   any floor that is over ``above`` exactly when that one is (the compiled one stops
   counting once it is over; this one counts a prefix first);
-- ``piece_runs(text, digits_one)``: ``piece_floor.PieceFloor.tokens`` of ASCII text (its
-  non-ASCII characters already mapped to their classes' ASCII ones); compiled only,
+- ``piece_runs(text, digits_one, above=-1)``: ``piece_floor.PieceFloor.tokens`` of ASCII
+  text (its non-ASCII characters already mapped to their classes' ASCII ones), or with
+  ``above >= 0`` any floor that is over ``above`` exactly when that one is (the compiled
+  one stops counting once it is over: the count never falls as the text goes on; this
+  one counts it all); compiled only,
   ``seen_piece_runs(text, seen, digits_one)`` of any text, its non-ASCII characters'
   classes read from ``seen`` (0 for a character of no known class, ``""``; a character
   ``seen`` lacks is answered, to be classified first).
@@ -57,7 +60,7 @@ def runs_floor_py(text: str, above: int, /) -> int:
     return _runs(text)
 
 
-def piece_runs_py(text: str, digits_one: bool, /) -> int:
+def piece_runs_py(text: str, digits_one: bool, above: int = -1, /) -> int:
     cls = b" " + text.encode("ascii").translate(CLASSES)
     arr = np.frombuffer(cls, np.uint8)
     at = np.flatnonzero(arr[1:] != arr[:-1]) + 1  # where each run starts
