@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,22 +30,11 @@ import httpx
 
 from tokenplane.meta.keystore import KeyStore
 
-CONFIG = """\
-models:
-  - alias: m0
-    chat_template: llama3
-    prices: {input: "0.10", cached_input: "0.05", output: "0.40"}
-    backends: [{type: sim, profile: instant, replicas: 2}]
-observe: {metrics: {listen: null}, access_log: {enabled: false}}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_console import CONFIG, Server
+
 BODY = {"model": "m0", "max_tokens": 16,
         "messages": [{"role": "user", "content": "How far is the moon?"}]}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def traffic(base: str, key: str, seconds: float, concurrency: int) -> list[float]:
@@ -111,23 +97,10 @@ def main() -> None:
     admin, _ = keys.create_key("ops", admin=True)
     user, _ = keys.create_key("t1", app="bench")
     keys.close()
-    (args.home / "keeper.yaml").write_text(CONFIG)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenplane", "serve", "--config", str(args.home / "keeper.yaml"),
-         "--port", str(port)], env={**os.environ, "TOKENPLANE_HOME": str(args.home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (args.home / "gw.yaml").write_text(CONFIG)
     out: dict[str, Any] = {"quiet": [], "refreshing": []}
-    try:
-        deadline = time.monotonic() + 120
-        while True:  # a bounded wait for the server process to listen
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(base + "/health", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise SystemExit("the gateway did not start")
-            time.sleep(0.1)
+    with Server(args.home) as server:
+        base = server.base
         # the start's own computation (where there is one) done: the default document
         httpx.get(base + "/admin/v1/advice", timeout=120,
                   headers={"authorization": f"Bearer {admin}"})
@@ -136,9 +109,6 @@ def main() -> None:
                 name = "refreshing" if refresh else "quiet"
                 out[name].append(asyncio.run(phase(base, user, admin, args.seconds,
                                                    args.concurrency, refresh)))
-    finally:
-        proc.terminate()
-        proc.wait(30)
     out["load_average"] = os.getloadavg()
     print(json.dumps(out, indent=2))
 

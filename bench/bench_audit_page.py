@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,7 +43,7 @@ from tokenplane.meta.keystore import KeyStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_console import free_port, sign_in, summary
+from bench_console import Server, sign_in, summary
 
 CONFIG = """\
 models:
@@ -91,37 +90,6 @@ def generate(home: Path, n: int, end: float, seed: int = 0) -> float:
             ts=start + i * (86400 - 60) / n)
     log.close()
     return time.perf_counter() - t0
-
-
-class Server:
-    def __init__(self, home: Path, src: str) -> None:
-        self.home, self.src = home, src
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def __enter__(self) -> Server:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tokenplane", "serve", "--config",
-             str(self.home / "gw.yaml"), "--port", str(self.port)],
-            env={**os.environ, "TOKENPLANE_HOME": str(self.home),
-                 "PYTHONPATH": str(Path(self.src).resolve())},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while True:  # a bounded wait for the server process to listen
-            try:
-                if httpx.get(self.base + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise SystemExit("the gateway did not start")
-            time.sleep(0.05)
-
-    def __exit__(self, *_: object) -> None:
-        assert self.proc is not None
-        self.proc.terminate()
-        self.proc.wait(30)
 
 
 def view(h: httpx.Client, url: str) -> tuple[float, list[bytes]]:

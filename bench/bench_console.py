@@ -158,10 +158,11 @@ TENANT_PAGES = [
 
 
 class Server:
-    """``tokenplane serve`` on the data directory, started and stopped."""
+    """``tokenplane serve`` on the data directory, started and stopped; ``src``: the
+    source tree to run it from (``PYTHONPATH``; None: the installed package)."""
 
-    def __init__(self, home: Path) -> None:
-        self.home = home
+    def __init__(self, home: Path, src: str | None = None) -> None:
+        self.home, self.src = home, src
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -170,7 +171,8 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tokenplane", "serve", "--config",
              str(self.home / "gw.yaml"), "--port", str(self.port)],
-            env={**os.environ, "TOKENPLANE_HOME": str(self.home)},
+            env={**os.environ, "TOKENPLANE_HOME": str(self.home),
+                 **({"PYTHONPATH": str(Path(self.src).resolve())} if self.src else {})},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while True:  # a bounded wait for the server process to listen
