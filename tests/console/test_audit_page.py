@@ -20,10 +20,11 @@ from playwright.sync_api import sync_playwright
 from tests.console.conftest import MODEL, Console
 from tests.console.test_console_http import signed_in
 from tests.gateway.harness import GatewayThread, sim_config
+from tests.governance.audit_helpers import newest
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.keyfile import resolve_key
 from tokenplane.governance.audit.log import AuditLog
-from tokenplane.governance.audit.multi import matching, newest
+from tokenplane.governance.audit.multi import matching
 from tokenplane.governance.audit.segments import list_segments
 
 N = 2500

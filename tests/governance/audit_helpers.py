@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +92,10 @@ def replay_with_key(path: Path, key: bytes, change: Callable[[dict[str, Any]], N
         fields = {k: v for k, v in rec.items() if k not in ("seq", "ts", "prev_hash", "hash")}
         log.append(fields, ts=rec["ts"])
     log.close()
+
+
+def newest(records: Iterator[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """The reference the newest-first search is held to: every matching record
+    sorted, the ``limit`` newest first, and whether more matched."""
+    everything = sorted(records, key=lambda r: float(r["ts"]), reverse=True)
+    return everything[:limit], len(everything) > limit

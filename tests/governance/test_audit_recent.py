@@ -11,11 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.governance.audit_helpers import KEY, T0
+from tests.governance.audit_helpers import KEY, T0, newest
 from tokenplane.governance.audit.entry import AuditEntry
 from tokenplane.governance.audit.filters import AuditFilter
 from tokenplane.governance.audit.log import AuditLog
-from tokenplane.governance.audit.multi import matching, newest
+from tokenplane.governance.audit.multi import matching
 from tokenplane.governance.audit.recent import candidates, newest_matching, reverse_blocks
 from tokenplane.governance.audit.segments import list_segments
 

@@ -43,12 +43,6 @@ def matching(
                 yield rec
 
 
-def newest(records: Iterator[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], bool]:
-    """The ``limit`` newest records, newest first, and whether more matched."""
-    everything = sorted(records, key=lambda r: float(r["ts"]), reverse=True)
-    return everything[:limit], len(everything) > limit
-
-
 def export(root: Path, out: Path, *, tenant: str | None = None, since: float | None = None,
            until: float | None = None) -> int:
     """Write matching records with their hashes (and, for an operator export,
