@@ -94,3 +94,46 @@ def test_bad_parameters() -> None:
         DemandNowcast(drift_per_sqrt_s=0.0)
     with pytest.raises(ValueError):
         DemandNowcast(size_moment=-1.0)
+
+
+def _tripled(cusum_limit: float, seed: int) -> tuple[int, float]:
+    """A quiet pool (8 requests a sample) whose rate triples; how many samples the
+    estimate takes to pass twice the old rate, and its level 20 samples on."""
+    nc = DemandNowcast(jump_sigmas=100.0, cusum_limit=cusum_limit)  # no single-sample jump
+    rng = random.Random(seed)
+    for k in range(100):
+        z = poisson(rng, 8.0) / 10.0
+        nc.update(k * 10.0, z, z * 10.0)
+    found = -1
+    est = 0.0
+    for k in range(20):
+        z = poisson(rng, 24.0) / 10.0
+        est = nc.update(1000.0 + k * 10.0, z, z * 10.0)
+        if found < 0 and est > 1.6:
+            found = k + 1
+    return found, est
+
+
+def test_a_step_within_each_samples_noise_is_found_in_a_few_samples() -> None:
+    # every sample of the tripled rate (about 2.4 +- 0.5) is within the filter's noise
+    # of the old level: the Kalman gain alone takes minutes, the CUSUM a few samples
+    with_cusum = [_tripled(5.0, seed) for seed in range(20)]
+    without = [_tripled(1e9, seed) for seed in range(20)]
+    assert sorted(f for f, _ in with_cusum)[10] <= 6  # the median: within a minute
+    assert all(0 < f <= 12 for f, _ in with_cusum)
+    assert sorted(f if f > 0 else 99 for f, _ in without)[10] > 12
+    assert all(1.8 < e < 3.0 for _, e in with_cusum)
+
+
+def test_the_cusum_rarely_fires_on_noise() -> None:
+    # 24 hours of 10-second samples of a steady quiet pool: the estimate stays near the
+    # rate (an alarm moves it to the mean of a run of samples, which noise keeps close)
+    nc = DemandNowcast()
+    rng = random.Random(11)
+    worst = 0.0
+    for k in range(8640):
+        z = poisson(rng, 8.0) / 10.0
+        est = nc.update(k * 10.0, z, z * 10.0)
+        if k > 30:
+            worst = max(worst, abs(est - 0.8) / 0.8)
+    assert worst < 0.6

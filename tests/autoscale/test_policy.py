@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -256,3 +257,54 @@ def test_the_forecasts_headroom_is_for_the_forecasts_arrivals() -> None:
         d = pol.decide(snap(t + 10.0 * k, 6, tokens_per_s=6000.0), t + 10.0 * k)
     work = d.inputs["forecast_work"]
     assert work * 1.02 < d.inputs["need_forecast"] < work * 1.2
+
+
+def _reversals_per_hour(out: list[tuple[float, int, int, tuple[str, ...]]],
+                        window: float = 3600.0) -> int:
+    """The most direction reversals in any window of ``window`` seconds."""
+    times: list[float] = []
+    last = 0
+    for (_, a, _, _), (t, b, _, _) in itertools.pairwise(out):
+        d = (b > a) - (b < a)
+        if d:
+            if last and d != last:
+                times.append(t)
+            last = d
+    return max((sum(1 for u in times if t <= u < t + window) for t in times), default=0)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+def test_flap_damping_holds_scale_downs_that_would_pass_the_reversal_limit(limit: int) -> None:
+    # a load that swings every 16 minutes: without damping the pool follows it (up at
+    # once, down after each 15-minute cooldown), close to 4 reversals an hour
+    spec = PoolPolicySpec(target_utilisation=1.0, hysteresis=0.1, cooldown_s=900.0,
+                          scale_down_window_s=60.0, max_reversals_per_hour=None)
+    demand = [2000.0] * 6 + ([2000.0] * 96 + [4000.0] * 96) * 8
+    free = drive(policy(spec), demand, serving=2)
+    damped = drive(policy(replace(spec, max_reversals_per_hour=limit)), demand, serving=2)
+    assert _reversals_per_hour(free) > limit + 1
+    # a scale-down never passes the limit; the scale-up answering it may (one over)
+    assert _reversals_per_hour(damped) <= limit + 1
+    assert any("flap_damping" in r for *_, r in damped)
+    assert reversals([s for _, s, _, _ in damped]) >= 2  # it still follows the load
+    # scale-ups are never held: demand above the pool is served within the up window
+    for k, (_, s, _, r) in enumerate(damped):
+        if k >= 7 and all(d > 3000.0 for d in demand[k - 7:k]):
+            assert s >= 4, (k, s, r)
+
+
+def test_flap_damping_lets_the_pool_return_from_a_burst() -> None:
+    # down from a ramp, a burst (up: a reversal), back down (a second): both within
+    # the limit of 2, so the burst's replicas go after the cooldown as without damping
+    spec = PoolPolicySpec(target_utilisation=1.0, hysteresis=0.1, cooldown_s=900.0,
+                          scale_down_window_s=60.0)
+    demand = [2000.0] * 60 + [6000.0] * 30 + [2000.0] * 150
+    out = drive(policy(spec), demand, serving=4)
+    serving = [s for _, s, _, _ in out]
+    assert serving[59] < 4 and max(serving) >= 6 and serving[-1] < 4
+    assert not any("flap_damping" in r for *_, r in out)
+
+
+def test_flap_damping_is_validated() -> None:
+    with pytest.raises(ValueError, match="max_reversals_per_hour"):
+        PoolPolicySpec(max_reversals_per_hour=0)

@@ -29,9 +29,13 @@ Each decision:
    up-recommendation over ``scale_up_window_s``, skipped when the filtered need jumped
    past ``panic_ratio`` of the pool with a queue forming, or SLOs burn); down only
    when the smaller pool stays under ``1 - hysteresis`` of the target for the larger
-   of the need now and the forecast's highest need within a cooldown (the highest
+   of the need now and the forecast's highest need within ``hold_lookahead_s`` (an
+   hour: a replica the forecast needs back within it is kept; the highest
    down-recommendation over ``scale_down_window_s``), and ``cooldown_s`` after the
-   last scale-up.
+   last scale-up. **Flap damping**: a scale-down that would reverse the last
+   scale-up waits while it would make the last hour hold more than
+   ``max_reversals_per_hour`` reversals (a scale-up is never held, so an hour can
+   go one over, by the scale-up answering the last scale-down allowed).
 6. **Limits**: min/max replicas, ``max_step`` per decision, the money budget per hour
    (serving and warm replicas at their prices; the warm pool is cut first).
 7. **Warm pool**: a scale-up promotes warm replicas first (seconds, not a cold
@@ -84,6 +88,7 @@ class TokenplanePolicy:
         saturated_waiting: int = 2,
         nowcast: DemandNowcast | bool | None = True,
         size_moment: float = 2.0,
+        hold_lookahead_s: float = 3600.0,
     ) -> None:
         self.spec = spec
         self.capacity = capacity
@@ -96,6 +101,7 @@ class TokenplanePolicy:
         self.burn_headroom = burn_headroom
         self.warm_lookahead_s = warm_lookahead_s
         self.saturated_waiting = saturated_waiting
+        self.hold_lookahead_s = hold_lookahead_s
         # the demand now, filtered by how many requests stand behind each sample
         self.nowcast: DemandNowcast | None = (
             DemandNowcast(size_moment=size_moment) if nowcast is True
@@ -114,6 +120,8 @@ class TokenplanePolicy:
         self._work_per_request = 0.0
         self._ups: deque[tuple[float, int]] = deque()
         self._downs: deque[tuple[float, int]] = deque()
+        self._direction = 0  # of the last change: +1 up, -1 down
+        self._reversals: deque[float] = deque()  # times the direction changed
 
     # --- demand ------------------------------------------------------------------
     def demand(self, snap: PoolSnapshot) -> float:
@@ -166,7 +174,8 @@ class TokenplanePolicy:
         """The forecast's needs: at the horizon a scale-up ordered now serves (a cold
         start, an interval, and the up window it still waits out), the highest within
         the warm lookahead (without the spread: the warm pool covers the forecast's
-        rise, the serving target's headroom the noise) and within a cooldown (held)."""
+        rise, the serving target's headroom the noise) and within the hold lookahead
+        (what a scale-down keeps)."""
         if self.forecaster is None:
             return _ForecastNeeds()
         spec = self.spec
@@ -177,13 +186,15 @@ class TokenplanePolicy:
         if f is not None:
             out.need = self.capacity.replicas_for(f * self._forecast_up(f), util)
             out.work = f
-        for k in range(1, max(1, int(self.warm_lookahead_s // 300)) + 1):
+        hold = max(spec.cooldown_s, self.hold_lookahead_s)
+        for k in range(1, max(1, int(max(self.warm_lookahead_s, hold) // 300)) + 1):
             ahead = horizon + k * 300.0
             fk = self.forecaster.forecast(now, ahead)
             if fk is None:
                 continue
-            out.peak = max(out.peak, self.capacity.replicas_for(fk, util))
-            if ahead <= horizon + spec.cooldown_s:
+            if k * 300.0 <= self.warm_lookahead_s:
+                out.peak = max(out.peak, self.capacity.replicas_for(fk, util))
+            if ahead <= horizon + hold:
                 out.hold = max(out.hold, self.capacity.replicas_for(
                     fk * self._forecast_up(fk), util))
         return out
@@ -270,6 +281,8 @@ class TokenplanePolicy:
                 reasons.append("stabilising")
             elif now - self.last_up < spec.cooldown_s:
                 reasons.append("cooldown")
+            elif stable_down < cur and self._flapping(now):
+                reasons.append("flap_damping")
             elif stable_down < cur:
                 to = stable_down
                 reasons.append(driver)
@@ -309,6 +322,7 @@ class TokenplanePolicy:
 
         if to > cur:
             self.last_up = now
+        self._record_direction(now, cur, to)
         inputs = {
             "demand_work": round(work_now, 4), "demand_filtered": round(work_avg, 4),
             "need_now": round(need_now, 3), "need_raw": round(need_raw, 3),
@@ -342,6 +356,24 @@ class TokenplanePolicy:
         forecaster = DemandForecaster()
         forecaster.learn(history)
         return cls(spec, CapacityEstimator(costs), forecaster)
+
+    def _flapping(self, now: float) -> bool:
+        """Whether a scale-down now, reversing the last scale-up, must wait: with it
+        the last hour would hold more than ``max_reversals_per_hour`` reversals."""
+        limit = self.spec.max_reversals_per_hour
+        if limit is None or self._direction <= 0:
+            return False
+        while self._reversals and self._reversals[0] <= now - 3600.0:
+            self._reversals.popleft()
+        return len(self._reversals) + 1 > limit
+
+    def _record_direction(self, now: float, cur: int, to: int) -> None:
+        if to == cur:
+            return
+        d = 1 if to > cur else -1
+        if self._direction and d != self._direction:
+            self._reversals.append(now)
+        self._direction = d
 
     def _clamp(self, n: int) -> int:
         return max(self.spec.min_replicas, min(self.spec.max_replicas, n))

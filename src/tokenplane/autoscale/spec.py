@@ -32,6 +32,10 @@ class PoolPolicySpec:
     horizon); ``replica_tokens_per_s`` the per-replica capacity in tokens per second
     of the prompt/output mix at the profile's step-time model (0 = derive it from
     the profile). ``interval_s``: how often the actuator asks for a decision.
+    ``max_reversals_per_hour``: flap damping -- a scale-down that would reverse the
+    last scale-up waits while it would make the last hour hold more direction
+    reversals than this (a scale-up is never held: an hour can go one over, by the
+    scale-up answering the last scale-down allowed; None: off).
     """
 
     min_replicas: int = 1
@@ -55,6 +59,7 @@ class PoolPolicySpec:
     # SLO burn above this rate counts as burning (1.0: spending the budget exactly
     # at the rate that empties it at the end of the window)
     burn_threshold: float = 1.0
+    max_reversals_per_hour: int | None = 2
 
     def __post_init__(self) -> None:
         if self.min_replicas < 0 or self.max_replicas < max(1, self.min_replicas):
@@ -78,6 +83,8 @@ class PoolPolicySpec:
             raise ValueError("target_utilisation must be in (0, 1]")
         if self.arrival_sigmas < 0:
             raise ValueError("arrival_sigmas must be >= 0")
+        if self.max_reversals_per_hour is not None and self.max_reversals_per_hour < 1:
+            raise ValueError("max_reversals_per_hour must be >= 1 or None")
         if self.replica_tokens_per_s < 0 or self.interval_s <= 0:
             raise ValueError("replica_tokens_per_s must be >= 0 and interval_s > 0")
 

@@ -66,7 +66,9 @@ class AutoscalePoolConfig(_Strict):
     ``replica_tokens_per_s``: that capacity (default: from the engine profile).
     ``cold_start``: a new replica's start-up time (default: from the engine profile's
     weights; the embedded actuator waits it for real). ``burn_threshold``: an SLO burn
-    rate above it counts as burning.
+    rate above it counts as burning. ``max_reversals_per_hour``: flap damping (a
+    scale-down that would reverse a scale-up waits while it would make the last hour
+    hold more reversals than this; scale-ups never wait; null: off).
     ``actuator``: ``embedded`` (simulated in-process replicas; the default for ``type:
     sim`` backends without ``base_url``), ``kubernetes`` or ``keda``."""
 
@@ -89,6 +91,7 @@ class AutoscalePoolConfig(_Strict):
     replica_tokens_per_s: float = Field(0.0, ge=0)
     cold_start: float | None = None
     burn_threshold: float = Field(1.0, gt=0)
+    max_reversals_per_hour: int | None = Field(2, ge=1, le=3600)
     actuator: ActuatorKind | None = None  # None: embedded for in-process sim backends
     # actuator kubernetes: the workload scaled (and its warm twin)
     kubernetes: KubernetesScaleConfig | None = None

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tokenplane.autoscale.gateway.policies import pool_spec
 from tokenplane.compose.config_file import ConfigError, default_config_dict, validate_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -106,3 +107,12 @@ def test_config_check_prints_the_paths(tmp_path: Path) -> None:
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert "autoscale.pools.nope: no model alias 'nope'" in out.stdout
+
+
+def test_flap_damping_maps_to_the_policy_spec() -> None:
+    cfg = validate_config(_config({"chat": {}}))
+    assert pool_spec(cfg.autoscale.pools["chat"], 120.0, 10.0).max_reversals_per_hour == 2
+    cfg = validate_config(_config({"chat": {"max_reversals_per_hour": None}}))
+    assert pool_spec(cfg.autoscale.pools["chat"], 120.0, 10.0).max_reversals_per_hour is None
+    errors = _errors(_config({"chat": {"max_reversals_per_hour": 0}}))
+    assert any(e.startswith("autoscale.pools.chat.max_reversals_per_hour") for e in errors)

@@ -38,6 +38,7 @@ def pool_spec(cfg: AutoscalePoolConfig, cold_start_s: float, interval_s: float) 
         arrival_sigmas=cfg.arrival_sigmas,
         cold_start_s=cold_start_s, replica_tokens_per_s=cfg.replica_tokens_per_s,
         interval_s=interval_s, burn_threshold=cfg.burn_threshold,
+        max_reversals_per_hour=cfg.max_reversals_per_hour,
     )
 
 
