@@ -14,14 +14,21 @@ from tokenplane.autoscale.policy import TokenplanePolicy
 from tokenplane.autoscale.spec import PoolPolicySpec
 
 
-def reversals(serving: list[int]) -> int:
-    last, n = 0, 0
-    for a, b in itertools.pairwise(serving):
+def reversal_steps(serving: list[int]) -> list[int]:
+    """The steps at which the pool's size changed direction."""
+    out: list[int] = []
+    last = 0
+    for k, (a, b) in enumerate(itertools.pairwise(serving), start=1):
         d = (b > a) - (b < a)
         if d:
-            n += last != 0 and d != last
+            if last and d != last:
+                out.append(k)
             last = d
-    return n
+    return out
+
+
+def reversals(serving: list[int]) -> int:
+    return len(reversal_steps(serving))
 
 
 def test_ramp_scales_up_step_by_step_to_the_demand() -> None:
@@ -262,14 +269,7 @@ def test_the_forecasts_headroom_is_for_the_forecasts_arrivals() -> None:
 def _reversals_per_hour(out: list[tuple[float, int, int, tuple[str, ...]]],
                         window: float = 3600.0) -> int:
     """The most direction reversals in any window of ``window`` seconds."""
-    times: list[float] = []
-    last = 0
-    for (_, a, _, _), (t, b, _, _) in itertools.pairwise(out):
-        d = (b > a) - (b < a)
-        if d:
-            if last and d != last:
-                times.append(t)
-            last = d
+    times = [out[k][0] for k in reversal_steps([s for _, s, _, _ in out])]
     return max((sum(1 for u in times if t <= u < t + window) for t in times), default=0)
 
 
@@ -308,3 +308,23 @@ def test_flap_damping_lets_the_pool_return_from_a_burst() -> None:
 def test_flap_damping_is_validated() -> None:
     with pytest.raises(ValueError, match="max_reversals_per_hour"):
         PoolPolicySpec(max_reversals_per_hour=0)
+
+
+@pytest.mark.parametrize(("lookahead", "keeps"), [(3600.0, True), (900.0, False)])
+def test_a_scale_down_keeps_what_the_forecast_needs_back_within_the_hour(
+        lookahead: float, keeps: bool) -> None:
+    # 07:06, a pool of 3 at 0.8 replica of demand; the ramp starts at 08:00.
+    # Looking an hour ahead the pool keeps the replicas 08:00 wants back; looking one
+    # cooldown ahead (the old hold) it gives them back and will order them again
+    spec = PoolPolicySpec(target_utilisation=1.0, cold_start_s=120.0, cooldown_s=900.0,
+                          scale_down_window_s=60.0, arrival_sigmas=0.0)
+    fc = DemandForecaster()
+    fc.learn(_history())
+    pol = TokenplanePolicy(spec, policy(spec).capacity, fc, nowcast=False,
+                           hold_lookahead_s=lookahead)
+    serving = 3
+    for k in range(60):  # 07:06 to 07:16
+        t = 7.1 * 3600 + 10.0 * k
+        d = pol.decide(snap(t, serving, tokens_per_s=0.8 * TOKENS_PER_REPLICA), t)
+        serving = d.serving_to
+    assert (serving >= 2) is keeps
