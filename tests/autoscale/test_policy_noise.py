@@ -119,13 +119,14 @@ def test_a_burst_is_served_in_one_decision() -> None:
 
 
 def test_a_noisy_sample_with_a_queue_is_not_a_panic() -> None:
-    """A quiet pool just under its size (12.6 requests a sample) sees one sample 2.3x
-    its mean (3.3 of its spreads, sqrt(2 / 12.6): under the nowcast's 4) with a
-    request waiting. That is noise: the filtered demand, a little over the pool,
-    decides, and the up window is waited out; the raw sample alone would have
-    ordered two more replicas at once (a panic)."""
+    """A quiet pool just under its size (11.8 requests a sample at the default 0.8
+    target) sees one sample 2.3x its mean (3.2 of its spreads, sqrt(2 / 11.8): under
+    the nowcast's 4) with a request waiting. That is noise: the filtered demand, a
+    little over the pool, decides, and the up window is waited out; the raw sample
+    alone would have ordered two more replicas at once (a panic)."""
     pol = default_policy(max_step=8)
-    rate = 1.26  # replicas of work: a need of about 1.98 with its headroom
+    # replicas of work: a need of about 1.98 with its headroom (at any target)
+    rate = 1.48 * PoolPolicySpec().target_utilisation
     for k in range(60):
         d = pol.decide(snap(10.0 * k, 2, tokens_per_s=rate * TOKENS_PER_REPLICA), 10.0 * k)
         assert d.serving_to == 2

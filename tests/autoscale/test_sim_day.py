@@ -11,7 +11,12 @@ import pytest
 from tokenplane.autoscale.model import PoolSnapshot, ScaleDecision
 from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import default_slo_classes
-from tokenplane.sim.autoscale_run import AUTOSCALE_POLICIES, DayConfig, run_day
+from tokenplane.sim.autoscale_run import (
+    AUTOSCALE_POLICIES,
+    DayConfig,
+    prefill_alone_s,
+    run_day,
+)
 from tokenplane.sim.cluster import ClusterConfig, PolicySpec
 from tokenplane.sim.dynamic import AutoscaledCluster, run_autoscaled
 from tokenplane.sim.workload import SimRequest
@@ -74,6 +79,24 @@ def test_warm_replicas_serve_seconds_after_promotion() -> None:
     served = {rec.endpoint for rec in sim.records.values() if rec.req.arrival >= 206.0}
     assert len(served) == 3
     assert sim.log.replica_s["warm"] == pytest.approx(2 * (200.0 - 120.0), abs=1.0)
+
+
+def test_a_prompt_alone_takes_its_prefill_bound_to_its_first_token() -> None:
+    """The day counts a first-token miss as a wait on a cold start only when the
+    prompt could have met its target on an idle replica: the bound it uses is what
+    the engine takes, a little under it (the later chunks' context reads)."""
+    sim = cluster(Schedule([(0.0, 1, 0)]), end_s=60.0)
+    prof = get_profile("llama3-8b-a100")
+    reqs = [SimRequest(f"p{n}", 10.0 * i, n, 4, (), "t0", "interactive")
+            for i, n in enumerate((1000, 8192, 14050))]
+    run_autoscaled(sim, reqs, 60.0)
+    for rec in sim.records.values():
+        bound = prefill_alone_s(prof, rec.req.prompt_tokens)
+        n = rec.req.prompt_tokens
+        assert bound * (1 - 1e-9) <= rec.ttft <= bound * 1.1, (n, rec.ttft, bound)
+    # the longest prompt misses the interactive 1 s target on any pool
+    long = next(r for r in sim.records.values() if r.req.prompt_tokens == 14050)
+    assert long.slo.ttft_s is not None and prefill_alone_s(prof, 14050) > long.slo.ttft_s
 
 
 @pytest.mark.skipif(not TRACE.exists(), reason="shared traces not present")

@@ -51,7 +51,7 @@ class PoolPolicySpec:
     warm_min: int = 0
     warm_max: int = 2
     promote_s: float = 5.0
-    target_utilisation: float = 0.85
+    target_utilisation: float = 0.8
     arrival_sigmas: float = 3.0
     cold_start_s: float = 120.0
     replica_tokens_per_s: float = 0.0

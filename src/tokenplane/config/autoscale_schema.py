@@ -86,7 +86,7 @@ class AutoscalePoolConfig(_Strict):
     warm_min: int = Field(0, ge=0, le=4096)
     warm_max: int = Field(2, ge=0, le=4096)
     promote: float = 5.0
-    target_utilisation: float = Field(0.85, gt=0, le=1)
+    target_utilisation: float = Field(0.8, gt=0, le=1)
     arrival_sigmas: float = Field(3.0, ge=0, le=10)
     replica_tokens_per_s: float = Field(0.0, ge=0)
     cold_start: float | None = None
