@@ -11,12 +11,7 @@ import pytest
 from tokenplane.autoscale.model import PoolSnapshot, ScaleDecision
 from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import default_slo_classes
-from tokenplane.sim.autoscale_run import (
-    AUTOSCALE_POLICIES,
-    DayConfig,
-    prefill_alone_s,
-    run_day,
-)
+from tokenplane.sim.autoscale_run import AUTOSCALE_POLICIES, DayConfig, run_day
 from tokenplane.sim.cluster import ClusterConfig, PolicySpec
 from tokenplane.sim.dynamic import AutoscaledCluster, run_autoscaled
 from tokenplane.sim.workload import SimRequest
@@ -91,12 +86,12 @@ def test_a_prompt_alone_takes_its_prefill_bound_to_its_first_token() -> None:
             for i, n in enumerate((1000, 8192, 14050))]
     run_autoscaled(sim, reqs, 60.0)
     for rec in sim.records.values():
-        bound = prefill_alone_s(prof, rec.req.prompt_tokens)
         n = rec.req.prompt_tokens
+        bound = prof.prefill_alone_s(n)
         assert bound * (1 - 1e-9) <= rec.ttft <= bound * 1.1, (n, rec.ttft, bound)
     # the longest prompt misses the interactive 1 s target on any pool
     long = next(r for r in sim.records.values() if r.req.prompt_tokens == 14050)
-    assert long.slo.ttft_s is not None and prefill_alone_s(prof, 14050) > long.slo.ttft_s
+    assert long.slo.ttft_s is not None and prof.prefill_alone_s(14050) > long.slo.ttft_s
 
 
 @pytest.mark.skipif(not TRACE.exists(), reason="shared traces not present")

@@ -117,6 +117,18 @@ class EngineProfile:
         """Seconds to copy one block from host DRAM to HBM over the link."""
         return self.kv_bytes_per_block / (self.host_link_gbps * 1e9)
 
+    def prefill_alone_s(self, tokens: int) -> float:
+        """A lower bound on how long ``tokens`` prompt tokens take to prefill on an
+        idle replica: their chunks' steps (``max_num_batched_tokens`` each), the
+        context reads of the later chunks left out."""
+        out = 0.0
+        left = max(0, tokens)
+        while left > 0:
+            c = min(left, self.max_num_batched_tokens)
+            out += max(self.t_floor_s, self.a_s_per_token * c) + self.c_s_per_prefill_sq * c * c
+            left -= c
+        return out
+
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
     """Bytes of K and V cached for one token across all layers."""
