@@ -112,12 +112,14 @@ async def drive(base: str, admin: str, user: str, n: int, words: int) -> dict[st
     await client.close()
     ok = sorted(x for x in lat if x is not None)
     ups = [t for t, *_s in timeline if _s[0] > 1]
+    wants = [t for t, *_s in timeline if _s[4] > 1]  # desired above one: a decision
     first_up = next((d for d in decisions if d["direction"] == "up"), None)
     return {
         "timeline": timeline,
         "decisions": [(d["serving_from"], d["serving_to"], d["warm_from"], d["warm_to"],
                        d["reasons"]) for d in decisions],
         "first_up_inputs": first_up["inputs"] if first_up else None,
+        "scale_up_decision_s": wants[0] if wants else None,
         "scale_up_serving_s": ups[0] if ups else None,
         "scale_down_s": round(timeline[-1][0] - done, 1),
         "requests": len(lat), "failed": len(lat) - len(ok),
