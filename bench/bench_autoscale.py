@@ -17,6 +17,9 @@ asks for and whether each is met:
 
 Speed: ``--rate-scale`` k dilates time (engine steps and SLO targets x k, request
 rate / k; see tokenplane.sim.autoscale_run); ``--jobs`` runs policies in parallel.
+The default (10) is the quick run, all six policies in a few minutes; the figures
+published in docs/BENCHMARKS.md are read on the real-rate day, ``--rate-scale 1``
+(about an hour of CPU for six policies), where arrivals are as noisy as the trace's.
 
 Usage: python bench/bench_autoscale.py [--rate-scale 10] [--jobs 2] [--out DIR]
 """
