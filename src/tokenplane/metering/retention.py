@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tokenplane.metering.advice_rollups import DAY_S
 from tokenplane.metering.rollups import GRAINS
 from tokenplane.metering.stores.base import LedgerSink
 
@@ -24,6 +25,8 @@ class RetentionPolicy:
     events_s: float | None = None
     fingerprints_idle_s: float | None = None  # drop fingerprints not seen for this long
     sessions_idle_s: float | None = None  # drop session rollups idle for this long
+    advice_rollups_s: float | None = None  # the advisor's day rollups (whole days)
+    feedback_s: float | None = None  # feedback scores, by the scored request's time
 
 
 async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[str, int]:
@@ -54,4 +57,11 @@ async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[s
     if policy.sessions_idle_s is not None:
         deleted["sessions"] = await sink.execute(
             "DELETE FROM session_rollups WHERE last_ts < ?", [now - policy.sessions_idle_s])
+    if policy.advice_rollups_s is not None:
+        cutoff = (int(now - policy.advice_rollups_s) // DAY_S) * DAY_S
+        deleted["advice_rollups"] = await sink.execute(
+            "DELETE FROM advice_rollups WHERE bucket < ?", [cutoff])
+    if policy.feedback_s is not None:
+        deleted["feedback"] = await sink.execute(
+            "DELETE FROM feedback WHERE request_ts < ?", [now - policy.feedback_s])
     return deleted
