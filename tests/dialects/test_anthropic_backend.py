@@ -275,3 +275,28 @@ def test_stream_error_and_stop_sequence() -> None:
                                            "content_block": {"type": "redacted_thinking",
                                                              "data": "d"}}) == [
         cc._chunk({"x_anthropic": {"redacted_thinking": "d"}})]
+
+
+def test_tool_result_images_round_trip() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "AAAA"}}
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "t2", "name": "f", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "text", "text": "a"}, {**image, "cache_control": CC}]},
+            {"type": "tool_result", "tool_use_id": "t2", "content": [image]},
+            {"type": "text", "text": "more"}]},
+    ]
+    assert back(to_chat(req(messages=messages)))["messages"] == messages
+
+
+def test_only_carried_fields_come_back() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 5,
+            "x_anthropic": {"fields": {"service_tier": "auto", "max_tokens": 99,
+                                       "api_key": "no"}}}
+    out = back(chat)
+    assert out["service_tier"] == "auto" and out["max_tokens"] == 5 and "api_key" not in out

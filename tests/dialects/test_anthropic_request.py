@@ -288,3 +288,26 @@ def test_strip_extensions() -> None:
     assert out["messages"][3] is body["messages"][3]  # untouched messages are shared
     assert out["tools"][0] == {"type": "function",
                                "function": {"name": "get", "parameters": {}}}
+
+
+def test_images_in_tool_results_go_to_the_user_message() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "AAAA"}}
+    chat = to_chat(req(messages=[
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [
+            {"type": "text", "text": "shot:"}, {**image, "cache_control": CC}]}]},
+    ]))
+    assert chat["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "t", "content": "shot:"},
+        {"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"},
+             "x_anthropic": {"tool_result": "t", "cache_control": CC}}]}]
+    e = err(req(messages=[
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                           "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [
+            {"type": "document", "source": {}}]}]}]))
+    assert e.param == "messages[1].content[0].content[0].type"

@@ -59,8 +59,8 @@ def to_chat_answer(obj: dict[str, Any], *, created: int = 0) -> dict[str, Any]:
     if x:
         message[EXT] = x
     out: dict[str, Any] = {
-        "id": obj.get("id"), "object": "chat.completion", "created": created,
-        "model": obj.get("model"),
+        "id": obj.get("id") or "", "object": "chat.completion", "created": created,
+        "model": obj.get("model") or "",
         "choices": [{"index": 0, "message": message,
                      "finish_reason": finish_reason(obj.get("stop_reason")) or "stop",
                      "logprobs": None}],

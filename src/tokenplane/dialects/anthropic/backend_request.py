@@ -16,6 +16,7 @@ from typing import Any
 from tokenplane.dialects.anthropic.answer import message_text, tool_input
 from tokenplane.dialects.anthropic.checks import bad, is_int, is_number
 from tokenplane.dialects.anthropic.extension import ext
+from tokenplane.dialects.anthropic.request import CARRIED
 
 THINKING_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576}
 MIN_THINKING_BUDGET = 1024
@@ -82,12 +83,18 @@ def _file_part(p: dict[str, Any], path: str) -> dict[str, Any]:
     return _cc(block, p)
 
 
-def _user_blocks(content: Any, path: str) -> list[dict[str, Any]] | str:
+Attached = list[tuple[str, dict[str, Any]]]
+
+
+def _user_blocks(content: Any, path: str) -> tuple[list[dict[str, Any]] | str, Attached]:
+    """The user message's blocks, and apart from them the images that belong in a tool
+    result (``x_anthropic.tool_result``: the call's id)."""
     if isinstance(content, str):
-        return content
+        return content, []
     if not isinstance(content, list):
-        return ""
+        return "", []
     out = []
+    attached: Attached = []
     for j, p in enumerate(content):
         ppath = f"{path}.content[{j}]"
         if not isinstance(p, dict):
@@ -96,13 +103,37 @@ def _user_blocks(content: Any, path: str) -> list[dict[str, Any]] | str:
         if kind == "text":
             out.append(_text_part(p))
         elif kind == "image_url":
-            out.append(_image_part(p, ppath))
+            block = _image_part(p, ppath)
+            owner = ext(p).get("tool_result")
+            if isinstance(owner, str):
+                attached.append((owner, block))
+            else:
+                out.append(block)
         elif kind == "file":
             out.append(_file_part(p, ppath))
         else:
             raise bad(f"{ppath}.type", f"a '{kind}' part cannot go to this backend",
                       code="unsupported_content")
-    return out
+    return out, attached
+
+
+def _attach(out: list[dict[str, Any]], attached: Attached) -> list[dict[str, Any]]:
+    """Puts each image back into its tool result in the user message just before;
+    those whose result is not there are returned."""
+    results: dict[Any, dict[str, Any]] = {}
+    if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+        results = {b.get("tool_use_id"): b for b in out[-1]["content"]
+                   if b.get("type") == "tool_result"}
+    left = []
+    for call_id, block in attached:
+        result = results.get(call_id)
+        if result is None:
+            left.append(block)
+            continue
+        inner = result.get("content")
+        blocks = inner if isinstance(inner, list) else _as_blocks(inner or "")
+        result["content"] = [*blocks, block]
+    return left
 
 
 def _assistant_blocks(m: dict[str, Any]) -> list[dict[str, Any]] | str:
@@ -184,7 +215,10 @@ def _messages(messages: Any) -> tuple[list[dict[str, Any]], str | list[dict[str,
         if role == "tool":
             role, content = "user", [_tool_result(m)]
         elif role == "user":
-            content = _user_blocks(m.get("content"), path)
+            content, attached = _user_blocks(m.get("content"), path)
+            if attached:
+                left = _attach(out, attached)
+                content = [*left, *_as_blocks(content)] if left else content
         elif role == "assistant":
             content = _assistant_blocks(m)
         else:
@@ -286,6 +320,6 @@ def to_messages_request(body: dict[str, Any], *, default_max_tokens: int) -> dic
     if thinking is not None:
         out["thinking"] = thinking
     fields = ext(body).get("fields")
-    if isinstance(fields, dict):
-        out.update(fields)
+    if isinstance(fields, dict):  # only the fields request.py carries, never others
+        out.update({k: v for k, v in fields.items() if k in CARRIED and k not in out})
     return out

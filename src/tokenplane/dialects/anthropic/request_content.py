@@ -2,9 +2,11 @@
 
 User blocks become content parts (text, ``image_url``, ``file``); each ``tool_result``
 becomes a ``tool`` message placed before the user message holding the user's other
-blocks. Assistant text is joined into ``content``, ``tool_use`` blocks become
-``tool_calls`` and thinking becomes ``reasoning_content``, with the thinking blocks
-kept verbatim in ``x_anthropic.thinking_blocks`` (their signatures cover them).
+blocks (and the result's images, which a chat tool message cannot hold, marked
+``x_anthropic.tool_result``). Assistant text is joined into ``content``, ``tool_use``
+blocks become ``tool_calls`` and thinking becomes ``reasoning_content``, with the
+thinking blocks kept verbatim in ``x_anthropic.thinking_blocks`` (their signatures
+cover them).
 """
 
 from __future__ import annotations
@@ -115,7 +117,11 @@ def _document(b: dict[str, Any], path: str) -> dict[str, Any]:
     return part
 
 
-def _tool_result(b: dict[str, Any], path: str, known_ids: set[str]) -> dict[str, Any]:
+def _tool_result(b: dict[str, Any], path: str, known_ids: set[str],
+                 parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``tool`` message of a tool_result; the images in its content are appended to
+    ``parts`` (the user message's), marked ``x_anthropic.tool_result: <id>`` so an
+    Anthropic backend gets them back inside the result."""
     call_id = need_str(b, "tool_use_id", path)
     if call_id not in known_ids:
         raise bad(f"{path}.tool_use_id", f"no earlier tool_use block has the id '{call_id}'")
@@ -130,23 +136,33 @@ def _tool_result(b: dict[str, Any], path: str, known_ids: set[str]) -> dict[str,
         for j, inner in enumerate(need_list(content, f"{path}.content")):
             ipath = f"{path}.content[{j}]"
             inner = need_dict(inner, ipath)
-            if inner.get("type") != "text":
-                raise bad(f"{ipath}.type", "only text is supported in a tool_result here",
-                          code="unsupported_content")
+            kind = inner.get("type")
+            if kind == "image":
+                image = _image(inner, ipath)
+                x: dict[str, Any] = {"tool_result": call_id}
+                icc = cache_control(inner, ipath)
+                if icc is not None:
+                    x["cache_control"] = icc
+                image[EXT] = x
+                parts.append(image)
+                continue
+            if kind != "text":
+                raise bad(f"{ipath}.type", "only text and images are supported in a "
+                          "tool_result here", code="unsupported_content")
             texts.append(need_str(inner, "text", ipath))
             cc = cache_control(inner, ipath) or cc
         text = "\n".join(texts)
     msg: dict[str, Any] = {"role": "tool", "tool_call_id": call_id, "content": text}
-    x: dict[str, Any] = {}
+    mx: dict[str, Any] = {}
     is_error = b.get("is_error")
     if is_error not in (None, True, False):
         raise bad(f"{path}.is_error", "Input should be a boolean")
     if is_error:
-        x["is_error"] = True
+        mx["is_error"] = True
     if cc is not None:
-        x["cache_control"] = cc
-    if x:
-        msg[EXT] = x
+        mx["cache_control"] = cc
+    if mx:
+        msg[EXT] = mx
     return msg
 
 
@@ -165,7 +181,7 @@ def _user(content: list[Any], path: str, known_ids: set[str]) -> list[dict[str, 
         elif t == "document":
             parts.append(_document(b, bpath))
         else:
-            tools.append(_tool_result(b, bpath, known_ids))
+            tools.append(_tool_result(b, bpath, known_ids, parts))
     if parts or not tools:
         tools.append({"role": "user", "content": parts})
     return tools
