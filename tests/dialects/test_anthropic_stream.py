@@ -103,6 +103,10 @@ def test_finish_reasons_and_usage_fallbacks() -> None:
     msg = accumulate(raw)
     assert msg["stop_reason"] == "max_tokens"
     assert msg["usage"]["input_tokens"] == 7 and msg["usage"]["output_tokens"] == 0
+    raw = run([chunk({"content": "a"}), chunk(usage={"completion_tokens": 4})],
+              input_usage=Usage(input=9, cached=3))
+    assert frames(raw)[-2][1]["usage"] == {"input_tokens": 6, "cache_creation_input_tokens": 0,
+                                           "cache_read_input_tokens": 3, "output_tokens": 4}
     raw = run([])
     msg = accumulate(raw)
     assert msg["content"] == [] and msg["stop_reason"] == "end_turn"

@@ -175,10 +175,12 @@ class MessagesStream:
         seq = self.stop_sequence if reason == "end_turn" else None
         if seq is not None:
             reason = "stop_sequence"
-        u = self.usage or self.input_usage or Usage()
-        if self.usage is None:
-            u = Usage(input=u.input, cached=u.cached, cache_write_5m=u.cache_write_5m,
-                      cache_write_1h=u.cache_write_1h)
+        u = self.usage or Usage()
+        i = self.input_usage
+        if i is not None and not u.input:  # no input counted upstream: the gateway's count
+            u = Usage(input=i.input, output=u.output, cached=i.cached,
+                      cache_write_5m=i.cache_write_5m, cache_write_1h=i.cache_write_1h,
+                      reasoning=u.reasoning)
         return out + frame("message_delta", {
             "type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": seq},
