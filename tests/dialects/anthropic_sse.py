@@ -8,8 +8,13 @@ from typing import Any
 import orjson
 import pytest
 
-anthropic = pytest.importorskip("anthropic")
-pydantic = pytest.importorskip("pydantic")
+
+def _sdk() -> tuple[Any, Any]:
+    """The anthropic SDK (installed beside the dev tools, not a declared dependency:
+    the tests that need it are skipped without it) and the event type adapter."""
+    anthropic = pytest.importorskip("anthropic")
+    pydantic = pytest.importorskip("pydantic")
+    return anthropic, pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
 
 
 def frames(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
@@ -29,7 +34,7 @@ def frames(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 def checked(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     """The frames, each stream event validated by the SDK's types."""
-    adapter = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
+    _, adapter = _sdk()
     parsed = frames(raw)
     for event, data in parsed:
         if event not in ("ping", "error"):
@@ -39,9 +44,9 @@ def checked(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 def accumulate(raw: bytes) -> dict[str, Any]:
     """The message the SDK's stream accumulator builds from the frames."""
+    anthropic, adapter = _sdk()
     from anthropic.lib.streaming._messages import accumulate_event
 
-    adapter = pydantic.TypeAdapter(anthropic.types.RawMessageStreamEvent)
     snapshot: Any = None
     bufs: dict[int, bytes] = {}
     for event, data in frames(raw):
