@@ -376,6 +376,36 @@ def hosted() -> Iterator[HttpStub]:
     stub.stop()
 
 
+def test_serves_messages(gateways: Gateways) -> None:
+    import anthropic
+
+    proc, ports = start_sim(model="claude-sonnet-4-6")
+    try:
+        gw = gateways.start(example("messages.yaml", {
+            "https://api.anthropic.com": f"http://127.0.0.1:{ports[0]}"}))
+        keys = {t: gw.create_key(t, app="messages") for t in ("default", "research")}
+        for tenant, key in keys.items():
+            c = anthropic.Anthropic(base_url=gw.base_url.removesuffix("/v1"), api_key=key,
+                                    max_retries=0, timeout=30)
+            msg = c.messages.create(model="claude-sonnet-4-6", max_tokens=6,
+                                    system="Be brief.",
+                                    messages=[{"role": "user", "content": "hello"}])
+            assert msg.usage.output_tokens == 6 and msg.model == "claude-sonnet-4-6"
+            n = c.messages.count_tokens(model="claude-sonnet-4-6", system="Be brief.",
+                                        messages=[{"role": "user", "content": "hello"}])
+            assert n.input_tokens > 0, tenant
+            c.close()
+        gateways.stop(gw)
+    finally:
+        stop_process(proc)
+    rows = gw.ledger_rows("app = 'messages'")
+    by_tenant = {r["tenant"]: r for r in rows}
+    assert by_tenant["default"]["model"] == "coder" and counted_exactly(by_tenant["default"])
+    assert by_tenant["research"]["model"] == "claude-sonnet"
+    assert by_tenant["research"]["backend"] == "anthropic"
+    assert all(r["operation"] == "messages" for r in rows)
+
+
 def test_serves_backends(gateways: Gateways, llama_sim: list[int], hosted: HttpStub,
                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", HOSTED_KEY)

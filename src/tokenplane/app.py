@@ -24,6 +24,7 @@ from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
+from tokenplane.api.messages_routes import MessagesRoutes
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -69,6 +70,7 @@ from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.session_stage import SessionStage
+from tokenplane.routing.model_map import MapRule, ModelMap
 from tokenplane.sessions.gateway.steps import StepCounter, make_steps
 from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.slo.canary import guard_spec
@@ -218,7 +220,7 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
         MeterFinisher(meter, metrics, counters.count_text, predictor, counters, hits),
         governance, tracing.get_tracer(TRACER_NAME) if tracing is not None else None,
         slo_counters, access_log, context=config.context, packer=packer, sessions=sessions,
-        cache=cache, metrics=metrics)
+        cache=cache, metrics=metrics, model_map=model_map_of(config))
     slo = build_slo_service(config, home, slos, meter, routing)
     gw = Gateway(config, home, keys, counters, pools, meter, metrics,
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
@@ -288,6 +290,12 @@ def _metrics(app: web.Application, gw: Gateway, ids: RequestIds, worker_id: str 
     return listener, peers
 
 
+def model_map_of(config: GatewayConfig) -> ModelMap:
+    """The config's ``model_map`` rules as the validate stage's map."""
+    return ModelMap(MapRule(r.match, r.alias, frozenset(r.tenants) if r.tenants else None)
+                    for r in config.model_map)
+
+
 def allowed_models(config: GatewayConfig, tenant: str) -> set[str] | None:
     """The aliases a tenant may use (None: all of them)."""
     for t in config.tenants:
@@ -324,7 +332,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     (``w<index>``) of ``serve --workers N`` (metrics are summed over the workers)."""
     gw = build_gateway(config, worker_id)
     ids = RequestIds()
-    middlewares = [envelope_middleware(ids)]
+    middlewares = [envelope_middleware(ids, standard_operations().dialect_for)]
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
         paths = set(standard_operations().paths)  # logged by the pipeline's finisher
         middlewares.insert(0, access_log_middleware(gw.access_log, paths))
@@ -342,6 +350,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     directory = open_directory(gw.keys)
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
+    MessagesRoutes(gw.keys, gw.pools, gw.allowed_models, model_map_of(config),
+                   gw.counters).install(app)
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer,
                   DocumentGuard(gw.governance.policies, gw.metrics)

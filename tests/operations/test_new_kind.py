@@ -86,9 +86,9 @@ def test_the_registry_is_the_one_place_a_kind_is_added() -> None:
 def test_the_standard_kinds_keep_the_ledger_names() -> None:
     # the ledger's ``operation`` values of every report and rollup so far
     assert tuple(op.name for op in standard_operations()) == (
-        "chat", "text_completion", "embeddings")
+        "chat", "text_completion", "embeddings", "messages")
     assert standard_operations().paths == (
-        "/v1/chat/completions", "/v1/completions", "/v1/embeddings")
+        "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages")
 
 
 def test_validation_cap_counting_and_prefix_blocks_come_from_the_operation() -> None:

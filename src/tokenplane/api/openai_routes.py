@@ -19,7 +19,9 @@ from aiohttp import web
 
 from tokenplane import __version__
 from tokenplane.api.openapi import openapi_document
-from tokenplane.errors import GatewayError, error_body
+from tokenplane.auth.principal import Principal
+from tokenplane.dialects.base import OPENAI, AnswerInfo, Dialect, api_key
+from tokenplane.errors import GatewayError
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.operations.registry import OperationRegistry, standard_operations
@@ -46,13 +48,22 @@ class RequestIds:
         return f"{self._prefix}{next(self._n):012x}"
 
 
-def error_response(err: GatewayError, request_id: str) -> web.Response:
-    headers = {"x-request-id": request_id, **err.headers}
-    return web.Response(status=err.status, body=error_body(err), content_type=JSON, headers=headers)
+def error_response(err: GatewayError, request_id: str, dialect: Dialect = OPENAI
+                   ) -> web.Response:
+    """``err`` in the envelope of the dialect the client speaks."""
+    status, headers, body = error_parts(err, request_id, dialect)
+    return web.Response(status=status, body=body, headers=headers)
+
+
+def error_parts(err: GatewayError, request_id: str, dialect: Dialect = OPENAI
+                ) -> tuple[int, dict[str, str], bytes]:
+    """The status, headers and body of ``err`` in ``dialect``'s envelope."""
+    headers = {**dialect.error_headers(request_id), **err.headers, "content-type": JSON}
+    return dialect.error_status(err.status), headers, dialect.error_body(err, request_id)
 
 
 def error_headers(err: GatewayError, request_id: str) -> dict[str, str]:
-    """The headers of :func:`error_response`, for writers other than aiohttp."""
+    """The headers of an OpenAI error answer, for writers other than aiohttp."""
     return {"x-request-id": request_id, **err.headers, "content-type": JSON}
 
 
@@ -87,39 +98,63 @@ def internal_error() -> GatewayError:
                         code="internal_error")
 
 
-def envelope_middleware(new_id: Callable[[], str]) -> Any:
-    """Gives every request an id and turns every failure into OpenAI's envelope."""
+def envelope_middleware(new_id: Callable[[], str],
+                        dialect_for: Callable[[str], Dialect] | None = None) -> Any:
+    """Gives every request an id and turns every failure into the envelope of the
+    dialect spoken at its path (OpenAI's unless ``dialect_for`` says otherwise)."""
+    pick = dialect_for or (lambda path: OPENAI)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         rid = new_id()
         request[REQUEST_ID] = rid
-        return await _enveloped(request, handler, rid)
+        return await _enveloped(request, handler, rid, pick(request.path))
 
     return middleware
 
 
-async def _enveloped(request: web.Request, handler: Handler, rid: str) -> web.StreamResponse:
+async def _enveloped(request: web.Request, handler: Handler, rid: str, dialect: Dialect
+                     ) -> web.StreamResponse:
     try:
         resp = await handler(request)
     except GatewayError as err:
-        return error_response(err, rid)
+        return error_response(err, rid, dialect)
     except web.HTTPException as exc:
         if exc.status == 404:
-            return error_response(not_found(request.path), rid)
+            return error_response(not_found(request.path), rid, dialect)
         if exc.status == 405:
-            return error_response(not_allowed(request.method, request.path), rid)
+            return error_response(not_allowed(request.method, request.path), rid, dialect)
         if exc.status == 413:
-            return error_response(too_large(), rid)
+            return error_response(too_large(), rid, dialect)
         if exc.status < 400:
             raise
-        return error_response(GatewayError(exc.status, exc.reason, code="http_error"), rid)
+        return error_response(GatewayError(exc.status, exc.reason, code="http_error"), rid,
+                              dialect)
     except Exception:
         log.exception("internal error on %s %s (%s)", request.method, request.path, rid)
-        return error_response(internal_error(), rid)
+        return error_response(internal_error(), rid, dialect)
     if not resp.prepared:
         resp.headers["x-request-id"] = rid
     return resp
+
+
+def answer_info(ctx: RequestContext) -> AnswerInfo:
+    """What the request's dialect needs to render its answer."""
+    model = ctx.requested_model or ctx.alias or ""
+    return AnswerInfo(model, ctx.request_id, ctx.counts.prompt)
+
+
+def rendered(reply: Reply, dialect: Dialect, info: AnswerInfo) -> Reply:
+    """The canonical reply in ``dialect``'s wire format."""
+    headers = {**reply.headers, **dialect.error_headers(info.request_id)}
+    if reply.stream is None:
+        return Reply(reply.status, headers, body=dialect.answer(reply.body or b"", info))
+    return Reply(reply.status, headers, stream=dialect.stream(reply.stream, info),
+                 abandon=reply.abandon)
+
+
+def model_card(alias: str) -> dict[str, Any]:
+    return {"id": alias, "object": "model", "created": 0, "owned_by": "tokenplane"}
 
 
 class OpenAIRoutes:
@@ -149,7 +184,10 @@ class OpenAIRoutes:
         for path in self.operations.paths:
             app.router.add_post(path, self.inference)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/v1/models/{model}", self.model)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/", self.root)  # HEAD too: agents probe the base URL
+        app.router.add_get("/favicon.ico", self.favicon)
         app.router.add_get("/openapi.json", self.openapi)
 
     async def _body(self, request: web.Request) -> bytes:
@@ -163,14 +201,19 @@ class OpenAIRoutes:
         request headers (looked up by lower-case name), the client's connection when the
         caller can tell that it closed (the upstream call is then cancelled when it
         does). Returns the reply or raises GatewayError."""
-        ctx = RequestContext(rid, path, self._by_path[path], raw, headers)
+        op = self._by_path[path]
+        ctx = RequestContext(rid, path, op, raw, headers)
         ctx.client = client
         try:
-            return await self.pipeline.handle(ctx)
+            reply = await self.pipeline.handle(ctx)
         except GatewayError as err:
             if err.status == 401:
                 self.metrics.unauthenticated.inc()
             raise
+        dialect = op.dialect
+        if not dialect.renders or reply.status >= 300:
+            return reply
+        return rendered(reply, dialect, answer_info(ctx))
 
     async def inference(self, request: web.Request) -> web.StreamResponse:
         rid: str = request[REQUEST_ID]
@@ -199,17 +242,36 @@ class OpenAIRoutes:
             await stream.aclose()  # type: ignore[attr-defined]
         return resp
 
-    async def models(self, request: web.Request) -> web.Response:
-        key = (request.headers.get("authorization") or "").partition(" ")[2].strip()
+    def _principal(self, request: web.Request) -> Principal:
+        dialect = self.operations.dialect_for(request.path)
+        key = api_key(request.headers, dialect.auth_headers)
         principal = self.keys.authenticate(key) if key else None
         if principal is None:
             raise GatewayError(401, "You didn't provide a valid API key.", code="invalid_api_key")
-        data: list[dict[str, Any]] = [
-            {"id": alias, "object": "model", "created": 0, "owned_by": "tokenplane"}
-            for alias in self.models_for(principal.tenant)
-        ]
+        return principal
+
+    async def models(self, request: web.Request) -> web.Response:
+        principal = self._principal(request)
+        data = [model_card(alias) for alias in self.models_for(principal.tenant)]
         return web.Response(body=orjson.dumps({"object": "list", "data": data}),
                             content_type=JSON)
+
+    async def model(self, request: web.Request) -> web.Response:
+        """``GET /v1/models/{id}``: one model the key may use, else 404 as OpenAI answers."""
+        principal = self._principal(request)
+        name = request.match_info["model"]
+        if name not in self.models_for(principal.tenant):
+            raise GatewayError(404, f"The model '{name}' does not exist or you do not have "
+                               "access to it.", param="model", code="model_not_found")
+        return web.Response(body=orjson.dumps(model_card(name)), content_type=JSON)
+
+    async def root(self, request: web.Request) -> web.Response:
+        """``/``: what this server is (clients probe it with ``HEAD``)."""
+        return web.Response(body=orjson.dumps({"service": "tokenplane", "version": __version__}),
+                            content_type=JSON)
+
+    async def favicon(self, request: web.Request) -> web.Response:
+        return web.Response(status=204, headers={"cache-control": "max-age=86400"})
 
     async def openapi(self, request: web.Request) -> web.Response:
         """The OpenAPI 3.1 document of the routes served (``api/openapi.py``); no key."""

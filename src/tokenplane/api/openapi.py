@@ -204,7 +204,7 @@ def openapi_document(operations: OperationRegistry, version: str = "") -> dict[s
     for op in operations:
         spec = op.body_spec()
         schema: Schema = spec.schema() if spec is not None else {"type": "object"}
-        paths[op.path] = {"post": _op(f"{op.name} (OpenAI-compatible)", body=schema)}
+        paths[op.path] = {"post": _op(f"{op.name} ({op.dialect.title})", body=schema)}
     paths["/v1/models"] = {"get": _op("the model aliases this key may use")}
     paths[PACK_PATH] = {"post": _op("pack retrieved documents into a token budget with the "
                                     "model's tokenizer (docs/CONTEXT.md)",

@@ -197,6 +197,10 @@ def reference_errors(cfg: GatewayConfig) -> list[str]:
     for a in cfg.routing.models:
         if a not in aliases:
             out.append(f"routing.models.{a}: no model alias {a!r}")
+    for i, rule in enumerate(cfg.model_map):
+        if rule.alias not in aliases:
+            out.append(f"model_map[{i}].alias: no model alias {rule.alias!r}; known: "
+                       f"{sorted(aliases)}")
     for a, split in cfg.routing.splits.items():
         if a not in aliases:
             out.append(f"routing.splits.{a}: no model alias {a!r}")

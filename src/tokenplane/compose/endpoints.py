@@ -4,14 +4,16 @@ the gateway runs through ``routing.gateway.membership``)."""
 
 from __future__ import annotations
 
-from tokenplane.config.schema import BackendConfig, ModelConfig
+from tokenplane.config.schema import AnthropicOptions, BackendConfig, ModelConfig
 from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.profiles import get_profile
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.tokens.model_counters import ModelCounters
+from tokenplane.upstream.anthropic_transport import AnthropicTransport
 from tokenplane.upstream.http_transport import HttpTransport
 from tokenplane.upstream.inprocess import InProcessTransport
 from tokenplane.upstream.pool import Endpoint
+from tokenplane.upstream.types import Transport
 
 
 def backend_id(model: ModelConfig, backend: BackendConfig, index: int) -> str:
@@ -43,8 +45,17 @@ def http_endpoint(model: ModelConfig, backend: BackendConfig, ep_id: str,
                   base_url: str) -> Endpoint:
     """A replica served over HTTP at ``base_url``."""
     url = base_url.rstrip("/")
-    return Endpoint(ep_id, backend, HttpTransport(url, backend.api_key_env),
+    return Endpoint(ep_id, backend, backend_transport(backend, url),
                     backend.model or model.alias, base_url=url)
+
+
+def backend_transport(backend: BackendConfig, url: str) -> Transport:
+    """How the backend's type is spoken to at ``url``."""
+    if backend.type == "anthropic":
+        o = backend.anthropic or AnthropicOptions.model_validate({})
+        return AnthropicTransport(HttpTransport(url), backend.api_key_env, o.version,
+                                  tuple(o.betas), o.default_max_tokens)
+    return HttpTransport(url, backend.api_key_env)
 
 
 def backend_endpoints(

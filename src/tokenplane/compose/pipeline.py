@@ -56,6 +56,7 @@ from tokenplane.pipeline.stages import (
 )
 from tokenplane.pipeline.tracing_stage import SpanFinisher
 from tokenplane.pipeline.upstream_call import Call, UpstreamCall
+from tokenplane.routing.model_map import ModelMap
 from tokenplane.slo.live import SloCounters
 from tokenplane.tokens.model_counters import ModelCounters
 from tokenplane.upstream.pool import Pool
@@ -81,6 +82,7 @@ class PipelineParts:
     sessions: SessionStage | None = None  # agent sessions (config.sessions.enabled)
     cache: ResponseCache | None = None  # the response cache (config.cache)
     metrics: GatewayMetrics | None = None  # the guards' injection verdicts
+    model_map: ModelMap | None = None  # the model names clients send -> aliases
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -101,7 +103,8 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
     offload = CountOffload()  # large prompts counted, many documents packed, off the loop
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models)]
+    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models,
+                                                                 parts.model_map)]
     if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
         stages.append(parts.sessions)
     documents = DocumentGuard(gov.policies, parts.metrics) if gov is not None else None

@@ -123,8 +123,9 @@ def backend_warnings(b: BackendConfig, where: str, env: Mapping[str, str]) -> li
     """An unset key variable; a base URL that looks wrong for the backend's type."""
     out = []
     if b.api_key_env is not None and not env.get(b.api_key_env):
+        header = "an x-api-key" if b.type == "anthropic" else "an Authorization"
         out.append(f"{where}.api_key_env: ${b.api_key_env} is not set; requests go "
-                   "upstream without an Authorization header")
+                   f"upstream without {header} header")
     if b.base_url is None:
         return out
     if b.type == "openai" and not versioned(b.base_url):

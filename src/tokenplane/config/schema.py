@@ -18,7 +18,7 @@ from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url
 
-BackendType = Literal["openai", "vllm", "sglang", "sim"]
+BackendType = Literal["openai", "vllm", "sglang", "sim", "anthropic"]
 
 
 class _Strict(BaseModel):
@@ -50,6 +50,7 @@ class PriceTier(_Strict):
     input: Decimal | None = None
     cached_input: Decimal | None = None
     cache_write: Decimal | None = None
+    cache_write_1h: Decimal | None = None
     output: Decimal | None = None
     reasoning: Decimal | None = None
 
@@ -60,7 +61,8 @@ class PriceConfig(_Strict):
     currency: str = "USD"
     input: Decimal = Decimal(0)
     cached_input: Decimal | None = None
-    cache_write: Decimal | None = None
+    cache_write: Decimal | None = None  # per 1M tokens written to a 5-minute prompt cache
+    cache_write_1h: Decimal | None = None  # to a 1-hour cache (default: cache_write)
     output: Decimal = Decimal(0)
     reasoning: Decimal | None = None
     per_request: Decimal = Decimal(0)
@@ -74,6 +76,17 @@ class SimOptions(_Strict):
     reasoning: bool | None = None  # None: by the model's name (reasoner, r1, thinking)
 
 
+class AnthropicOptions(_Strict):
+    """A ``type: anthropic`` backend's Messages API settings (docs/MESSAGES.md)."""
+
+    version: str = "2023-06-01"  # anthropic-version, when the client sent none
+    betas: list[str] = Field(default_factory=list)  # anthropic-beta, added to the client's
+    # max_tokens for requests that set none (Messages requires one)
+    default_max_tokens: int = Field(4096, ge=1)
+    # ask the backend's count_tokens for Messages prompts (Claude has no public tokenizer)
+    count_tokens: bool = True
+
+
 class BackendConfig(_Strict):
     """One upstream serving an alias: an OpenAI-compatible server or simulated replicas."""
 
@@ -85,6 +98,7 @@ class BackendConfig(_Strict):
     profile: str = "llama3-8b-a100"
     replicas: int = Field(1, ge=1, le=64)
     sim: SimOptions | None = None  # type sim only
+    anthropic: AnthropicOptions | None = None  # type anthropic only
     model_version: str | None = None  # canary / A-B splits choose among versions
     # replicas found in Kubernetes or DNS instead of base_url (docs/DISCOVERY.md)
     discovery: DiscoveryConfig | None = None
@@ -121,6 +135,8 @@ class BackendConfig(_Strict):
         elif self.type != "sim" and self.base_url is None:
             raise ValueError(f"base_url (or discovery) is required for a backend of type "
                              f"{self.type}")
+        if self.type != "anthropic" and self.anthropic is not None:
+            raise ValueError("anthropic options apply to type anthropic only")
         if self.type != "sim" and self.sim is not None:
             raise ValueError("sim options are for backends of type sim")
         return self
@@ -316,6 +332,15 @@ class MeteringConfig(_Strict):
     ack: Literal["written", "synced"] = "written"
 
 
+class ModelMapRule(_Strict):
+    """A model name clients send (exact, or a glob such as ``claude-*``) mapped to an
+    alias, for every tenant or only those listed (docs/MESSAGES.md, "Model names")."""
+
+    match: str = Field(min_length=1)
+    alias: str = Field(min_length=1)
+    tenants: list[str] | None = None
+
+
 class GatewayConfig(_Strict):
     """The whole configuration. ``data_dir`` defaults to $TOKENPLANE_HOME or ./.tokenplane."""
 
@@ -333,6 +358,7 @@ class GatewayConfig(_Strict):
     sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())  # type: ignore[call-arg]
     cache: CacheConfig | None = None  # response caches (docs/CACHE.md); None: none
     models: list[ModelConfig] = Field(min_length=1)
+    model_map: list[ModelMapRule] = Field(default_factory=list)  # client names -> aliases
     tenants: list[TenantConfig] = Field(default_factory=list)
     slos: list[SloConfig] = Field(default_factory=list)
     slo_alerting: SloAlertingConfig = Field(

@@ -39,20 +39,20 @@ class Usage:
         return max(0, self.input - self.cached - self.cache_write)
 
     @staticmethod
-    def read(d: Any) -> Usage | None:
+    def read(d: Any, partial: bool = False) -> Usage | None:
         """The usage in either dialect's fields (OpenAI's ``prompt_tokens`` /
-        ``completion_tokens``, or Anthropic's ``input_tokens`` / ``output_tokens`` and
-        cache fields); None when ``d`` carries neither."""
+        ``completion_tokens``, Anthropic's ``input_tokens`` / ``output_tokens`` and cache
+        fields, or OpenAI Responses' ``input_tokens`` with its details); None when ``d``
+        reports no prompt count (``partial``: when it reports no count at all)."""
         if not isinstance(d, dict):
             return None
-        if "prompt_tokens" in d or "completion_tokens" in d:
+        if _int(d, "prompt_tokens") is not None or (partial and "completion_tokens" in d):
             return Usage.from_openai(d)
-        if "input_tokens" in d or "output_tokens" in d:
-            if "cache_read_input_tokens" in d or "cache_creation_input_tokens" in d \
-                    or "cache_creation" in d or "input_tokens_details" not in d:
-                return Usage.from_anthropic(d)
+        if _int(d, "input_tokens") is None and not (partial and "output_tokens" in d):
+            return None
+        if "input_tokens_details" in d or "output_tokens_details" in d:
             return Usage.from_responses(d)
-        return None
+        return Usage.from_anthropic(d)
 
     @staticmethod
     def from_openai(d: dict[str, Any]) -> Usage:

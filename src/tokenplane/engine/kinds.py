@@ -19,6 +19,7 @@ from tokenplane.operations.base import Operation
 from tokenplane.operations.chat import CHAT
 from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.embeddings import EMBEDDINGS
+from tokenplane.operations.messages import MESSAGES
 from tokenplane.tokens.prompt_parts import PromptEncoder
 
 Body = dict[str, Any]
@@ -33,6 +34,8 @@ class Host(Protocol):
         ...
 
     def embed(self, body: Body, headers: Headers) -> Awaitable[Any]: ...
+
+    def messages(self, body: Body, headers: Headers) -> Awaitable[Any]: ...
 
 
 class EngineKind(Protocol):
@@ -104,6 +107,19 @@ class EmbeddingServing:
         return host.embed
 
 
+class MessagesServing:
+    """Anthropic's Messages API: generated as chat, answered as Messages (the host's
+    ``messages``)."""
+
+    __slots__ = ("operation",)
+
+    def __init__(self, operation: Operation) -> None:
+        self.operation = operation
+
+    def handler(self, host: Host) -> Handler:
+        return host.messages
+
+
 class EngineKinds:
     """The engine kinds by operation name; fixed once built."""
 
@@ -132,5 +148,6 @@ class EngineKinds:
 
 
 def served_kinds() -> EngineKinds:
-    """What the simulated engine serves (vLLM's OpenAI routes)."""
-    return EngineKinds((ChatServing(CHAT), TextServing(COMPLETIONS), EmbeddingServing(EMBEDDINGS)))
+    """What the simulated engine serves (vLLM's OpenAI routes and Anthropic's Messages)."""
+    return EngineKinds((ChatServing(CHAT), TextServing(COMPLETIONS), EmbeddingServing(EMBEDDINGS),
+                        MessagesServing(MESSAGES)))

@@ -97,6 +97,9 @@ class UsageEvent:
     # the upstream's finish_reason of the answer (first choice that ended; "length" if
     # any choice hit max_tokens), None when none came back (migration 10, the advisor)
     finish_reason: str | None = None
+    # of cache_write_tokens, those written to a 1-hour prompt cache (migration 11)
+    cache_write_1h_tokens: int = 0
+    client: str | None = None  # the User-Agent's product (migration 11)
 
     @classmethod
     def from_counts(

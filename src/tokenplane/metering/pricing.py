@@ -16,7 +16,8 @@ Config shape::
       gpt-4o:
         input: "2.50"          # per 1M uncached input tokens
         cached_input: "1.25"   # per 1M tokens read from the prompt cache
-        cache_write: "3.125"   # per 1M tokens written to the prompt cache
+        cache_write: "3.125"   # per 1M tokens written to the prompt cache (5-minute TTL)
+        cache_write_1h: "5.00" # per 1M tokens written to a 1-hour cache (default: cache_write)
         output: "10.00"        # per 1M output tokens (non-reasoning)
         reasoning: "10.00"     # per 1M reasoning tokens (default: output)
         per_request: "0"       # flat amount per attempt, in currency units
@@ -43,7 +44,8 @@ import yaml
 from tokenplane.metering.events import UsageEvent
 
 UNPRICED = "unpriced"
-_PRICE_FIELDS = ("input", "cached_input", "cache_write", "output", "reasoning", "per_request")
+_PRICE_FIELDS = ("input", "cached_input", "cache_write", "output", "reasoning", "per_request",
+                 "cache_write_1h")
 _MICROS = Decimal(1_000_000)
 
 
@@ -69,12 +71,13 @@ class Prices:
     output: Decimal = Decimal(0)
     reasoning: Decimal | None = None  # None: same as output
     per_request: Decimal = Decimal(0)
+    cache_write_1h: Decimal | None = None  # None: same as cache_write
 
     def overlaid(self, spec: Mapping[str, Any], where: str) -> Prices:
         v = {k: _dec(spec[k], f"{where}.{k}") if k in spec else getattr(self, k)
              for k in _PRICE_FIELDS}
         return Prices(v["input"], v["cached_input"], v["cache_write"], v["output"],
-                      v["reasoning"], v["per_request"])
+                      v["reasoning"], v["per_request"], v["cache_write_1h"])
 
     # The prices as integers over one common denominator (exact, like the Decimals):
     # a cost is then integer arithmetic, a few times faster than Decimal's.
@@ -82,8 +85,9 @@ class Prices:
 
     def __post_init__(self) -> None:
         reasoning = self.output if self.reasoning is None else self.reasoning
+        write_1h = self.cache_write if self.cache_write_1h is None else self.cache_write_1h
         values = (self.input, self.cached_input, self.cache_write, self.output, reasoning,
-                  self.per_request * _MICROS)
+                  self.per_request * _MICROS, write_1h)
         ratios = [v.as_integer_ratio() for v in values]
         den = math.lcm(*(d for _, d in ratios))
         object.__setattr__(self, "_rates", (*(n * (den // d) for n, d in ratios), den))
@@ -91,12 +95,13 @@ class Prices:
     def cost_micros(self, event: UsageEvent) -> int:
         cached = max(0, event.cached_input_tokens)
         written = max(0, event.cache_write_tokens)
+        written_1h = max(0, min(event.cache_write_1h_tokens, written))
         uncached = max(0, event.input_tokens - cached - written)
         reasoning = max(0, min(event.reasoning_tokens, event.output_tokens))
         plain_out = max(0, event.output_tokens - reasoning)
-        r_in, r_cached, r_write, r_out, r_reason, r_req, den = self._rates
-        total = (uncached * r_in + cached * r_cached + written * r_write + plain_out * r_out
-                 + reasoning * r_reason + r_req)
+        r_in, r_cached, r_write, r_out, r_reason, r_req, r_write_1h, den = self._rates
+        total = (uncached * r_in + cached * r_cached + (written - written_1h) * r_write
+                 + written_1h * r_write_1h + plain_out * r_out + reasoning * r_reason + r_req)
         return (2 * total + den) // (2 * den)  # rounded half up (total is never negative)
 
 

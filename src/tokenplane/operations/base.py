@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
+from tokenplane.dialects.base import OPENAI, Dialect
 from tokenplane.operations.fields import Obj
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.prompt_parts import PartCounter
@@ -31,6 +32,8 @@ class Operation:
     __slots__ = ()
 
     path: str = ""  # where the gateway serves it, e.g. "/v1/chat/completions"
+    # where its canonical request is sent upstream (a backend type translates from there)
+    upstream_path: str = ""
     name: str = ""  # the ledger's ``operation`` and ``gen_ai.operation.name``
     generates: bool = True  # produces output tokens (an output cap, a context window)
     cap_fields: tuple[str, ...] = ()  # the fields that cap the output, the first set wins
@@ -39,6 +42,12 @@ class Operation:
     tools: bool = False  # the body may define tools (the tool allow-list applies)
     chat_choices: bool = False  # answers carry ``message`` / ``delta`` objects, not ``text``
     chunk_object: str = ""  # the ``object`` of a stream chunk
+    dialect: Dialect = OPENAI  # the client's wire: auth headers, errors, answer rendering
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if not cls.__dict__.get("upstream_path") and "path" in cls.__dict__:
+            cls.upstream_path = cls.path  # an OpenAI kind: its own path
 
     def __repr__(self) -> str:
         return f"<operation {self.name} {self.path}>"
@@ -48,6 +57,12 @@ class Operation:
     def validate(self, body: dict[str, Any]) -> None:
         """Raise an OpenAI 400 (``invalid``) naming the field to fix."""
         raise NotImplementedError
+
+    def canonical(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The client's body checked and turned into the canonical request the stages
+        work on; an OpenAI kind's body is its own canonical form."""
+        self.validate(body)
+        return body
 
     def body_spec(self) -> Obj | None:
         """The body's fields as one spec (``operations/fields.py``): what

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenplane.errors import invalid
+from tokenplane.dialects.anthropic.request import looks_like_messages
+from tokenplane.errors import GatewayError, invalid
 from tokenplane.operations.base import Operation, Segment
 from tokenplane.operations.fields import Obj
 from tokenplane.operations.prefix import message_segments
@@ -53,6 +54,24 @@ BODY = chat_body()
 
 
 def validate_chat(body: dict[str, Any]) -> None:
+    if ("system" in body or "stop_sequences" in body) and looks_like_messages(body):
+        raise _messages_body()
+    try:
+        _check_chat(body)
+    except GatewayError:
+        if looks_like_messages(body):  # say which API the body was written for
+            raise _messages_body() from None
+        raise
+
+
+def _messages_body() -> GatewayError:
+    return invalid("This looks like an Anthropic Messages request (a top-level 'system', "
+                   "'stop_sequences' or tool_use / tool_result / thinking blocks); send it to "
+                   "/v1/messages, or send a Chat Completions body here.",
+                   param="messages", code="wrong_api")
+
+
+def _check_chat(body: dict[str, Any]) -> None:
     check_body(BODY, body)
     check_common(body)
     for i, msg in enumerate(body["messages"]):

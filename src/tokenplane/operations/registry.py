@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from tokenplane.dialects.base import OPENAI, Dialect
 from tokenplane.operations.base import Operation
 from tokenplane.operations.chat import CHAT
 from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.embeddings import EMBEDDINGS
+from tokenplane.operations.messages import MESSAGES
 
 
 class OperationRegistry:
@@ -48,6 +50,19 @@ class OperationRegistry:
     def paths(self) -> tuple[str, ...]:
         return tuple(self.by_path)
 
+    def dialect_for(self, path: str) -> Dialect:
+        """The wire dialect spoken at ``path``: its operation's, or that of the operation
+        whose path it extends (``/v1/messages/count_tokens`` speaks ``/v1/messages``'s);
+        OpenAI's for any other path."""
+        op = self.by_path.get(path)
+        if op is not None:
+            return op.dialect
+        best: Operation | None = None
+        for p, o in self.by_path.items():
+            if path.startswith(p + "/") and (best is None or len(p) > len(best.path)):
+                best = o
+        return best.dialect if best is not None else OPENAI
+
     def named(self, name: str) -> Operation:
         """The operation whose ledger name is ``name`` (KeyError if none)."""
         return self._by_name[name]
@@ -58,5 +73,5 @@ class OperationRegistry:
 
 
 def standard_operations() -> OperationRegistry:
-    """The OpenAI-compatible kinds the gateway serves."""
-    return OperationRegistry((CHAT, COMPLETIONS, EMBEDDINGS))
+    """The kinds the gateway serves: OpenAI's, and Anthropic's Messages."""
+    return OperationRegistry((CHAT, COMPLETIONS, EMBEDDINGS, MESSAGES))

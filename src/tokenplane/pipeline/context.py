@@ -83,6 +83,7 @@ class RequestContext:
     arrival: float = field(default_factory=time.time)
     principal: Principal | None = None
     alias: str | None = None
+    requested_model: str | None = None  # the name the client sent, when model_map changed it
     model: ModelConfig | None = None
     pool: Pool | None = None
     endpoint: Endpoint | None = None

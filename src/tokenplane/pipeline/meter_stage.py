@@ -16,6 +16,7 @@ import orjson
 
 from tokenplane.cache.billing import HitCharge
 from tokenplane.config.schema import ModelConfig
+from tokenplane.dialects.usage import Usage
 from tokenplane.metering.events import UsageEvent
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
@@ -45,31 +46,19 @@ class Calibrator(Protocol):
     def calibrate(self, alias: str, features: dict[str, int], reported_prompt: int) -> None: ...
 
 
-def _int(d: Any, *path: str) -> int | None:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return int(d) if isinstance(d, int) and not isinstance(d, bool) else None
-
-
 def final_counts(ctx: RequestContext, count_text: Callable[[ModelConfig, str], int]) -> TokenCounts:
     """The request's counts: sources from the gateway, totals from the upstream."""
     if ctx.cache_hit is not None:  # served from the cache: nothing processed upstream
         return TokenCounts()
     c = ctx.counts
     counts = TokenCounts(c.system, c.history, c.context, c.tools, c.user)
-    u = ctx.usage
-    prompt = _int(u, "prompt_tokens")
-    if prompt is None:
-        prompt = _int(u, "input_tokens")
-    if u is not None and prompt is not None:
+    u = Usage.read(ctx.usage)
+    if u is not None:
         ctx.usage_source = "upstream"
-        _rescale(counts, prompt)
-        counts.cached = _int(u, "prompt_tokens_details", "cached_tokens") or 0
-        out = _int(u, "completion_tokens")
-        counts.output = out if out is not None else (_int(u, "output_tokens") or 0)
-        counts.reasoning = _int(u, "completion_tokens_details", "reasoning_tokens") or 0
+        _rescale(counts, u.input)
+        counts.cached = u.cached
+        counts.output = u.output
+        counts.reasoning = u.reasoning
         return counts
     ctx.usage_source = "estimated"
     if ctx.model is not None and ctx.upstream_start is not None:
@@ -103,6 +92,30 @@ def _rescale(counts: TokenCounts, prompt: int) -> None:
         return
     counts.system = counts.history = counts.context = counts.tools = 0
     counts.user = prompt
+
+
+def cache_writes(ctx: RequestContext, event: UsageEvent) -> None:
+    """The prompt-cache writes the upstream reported (5-minute and 1-hour)."""
+    if ctx.usage is None or ctx.cache_hit is not None or ctx.usage_source != "upstream":
+        return
+    u = Usage.read(ctx.usage)
+    if u is not None and u.cache_write:
+        event.cache_write_tokens = u.cache_write
+        event.cache_write_1h_tokens = u.cache_write_1h
+
+
+def client_name(user_agent: str | None) -> str | None:
+    """A User-Agent's product (``claude-cli/2.1.3 (external, cli)`` -> ``claude-cli``;
+    ``Anthropic/Python 0.60`` -> ``anthropic-python``; ``OpenAI/Python 1.99`` ->
+    ``openai-python``), at most 64 characters; None without one."""
+    if not user_agent:
+        return None
+    product = user_agent.strip().split(" ", 1)[0]
+    name, _, rest = product.partition("/")
+    if name in ("Anthropic", "OpenAI", "AsyncAnthropic", "AsyncOpenAI") and rest:
+        lang = user_agent.split(" ", 1)[0].split("/", 1)[1]
+        name = f"{name.removeprefix('Async')}-{lang}"
+    return name.lower()[:64] or None
 
 
 def prefix_segments(ctx: RequestContext) -> str | None:
@@ -186,6 +199,8 @@ class MeterFinisher:
             tool_calls=ctx.tool_calls,
             finish_reason=ctx.finish_reason if ctx.upstream_start is not None else None,
         )
+        cache_writes(ctx, event)
+        event.client = client_name(ctx.headers.get("user-agent"))
         if (ctx.packed is not None or ctx.overflow is not None) \
                 and ctx.upstream_start is not None:  # like the prompt's tokens: once sent
             if ctx.settling is not None:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from tokenplane.auth.principal import Principal
 from tokenplane.config.schema import ModelConfig
+from tokenplane.dialects.base import api_key
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.operations import validate as v
@@ -24,6 +25,7 @@ from tokenplane.operations.base import Operation
 from tokenplane.pipeline.context import EarlyCount, PromptCount, RequestContext
 from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
 from tokenplane.pipeline.overflow import Overflow
+from tokenplane.routing.model_map import ModelMap
 from tokenplane.upstream.pool import Pool
 
 
@@ -38,24 +40,20 @@ class Finisher(Protocol):
 
 
 class AuthStage:
-    """Resolves ``Authorization: Bearer <key>`` to a principal, or 401."""
+    """Resolves the API key, sent in one of the headers the request's dialect accepts
+    (``Authorization: Bearer <key>``, ``api-key``, ``x-api-key``), to a principal, or 401."""
 
     def __init__(self, keys: KeyStore) -> None:
         self.keys = keys
 
     async def run(self, ctx: RequestContext) -> None:
-        auth = ctx.headers.get("authorization") or ""
-        scheme, _, key = auth.partition(" ")
-        key = key.strip()
-        if scheme.lower() != "bearer" or not key:
-            alt = ctx.headers.get("api-key")
-            if not alt:
-                raise GatewayError(
-                    401,
-                    "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
-                    code="missing_api_key",
-                )
-            key = alt.strip()
+        dialect = ctx.operation.dialect
+        key = api_key(ctx.headers, dialect.auth_headers)
+        if key is None:
+            raise GatewayError(
+                401, f"You didn't provide an API key. Send it as {dialect.auth_hint}.",
+                code="missing_api_key",
+            )
         principal = self.keys.authenticate(key)
         if principal is None:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
@@ -66,17 +64,22 @@ class ValidateStage:
     """Checks the content type (415), parses the body, checks its fields, resolves the
     model alias for this key."""
 
-    def __init__(self, pools: dict[str, Pool], allowed: Callable[[str], set[str] | None]) -> None:
+    def __init__(self, pools: dict[str, Pool], allowed: Callable[[str], set[str] | None],
+                 model_map: ModelMap | None = None) -> None:
         self.pools = pools
         self.allowed = allowed
+        self.model_map = model_map or ModelMap()
 
     async def run(self, ctx: RequestContext) -> None:
         v.check_content_type(ctx.headers.get("content-type"))
-        body = v.parse_json_object(ctx.raw)
-        ctx.body = body
         op = ctx.operation
-        op.validate(body)
+        body = ctx.body = op.canonical(v.parse_json_object(ctx.raw))
         alias = body["model"]
+        if self.model_map:
+            mapped = self.model_map.resolve(ctx.tenant, alias)
+            if mapped != alias:
+                ctx.requested_model = alias
+                body["model"] = alias = mapped
         pool = self.pools.get(alias)
         tenant_models = self.allowed(ctx.principal.tenant) if ctx.principal else None
         if pool is None or (tenant_models is not None and alias not in tenant_models):

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from tokenplane.dialects.extensions import strip_extensions
 from tokenplane.errors import GatewayError, envelope
 from tokenplane.pipeline.client_watch import ClientGone, StreamWatch, watched
 from tokenplane.pipeline.context import RequestContext, StreamGuard
@@ -31,8 +32,14 @@ RETRYABLE = frozenset({502, 503})
 
 
 def upstream_body(ctx: RequestContext) -> bytes:
+    """The canonical request as the chosen replica is sent it: its model name, usage
+    always asked for, and a dialect's extensions kept only for a backend that reads
+    them (``dialects/extensions.py``)."""
     assert ctx.endpoint is not None
     body = dict(ctx.body)
+    if ctx.operation.dialect.renders and not getattr(ctx.endpoint.transport,
+                                                     "keeps_extensions", False):
+        body = strip_extensions(body)
     body["model"] = ctx.endpoint.upstream_model
     if ctx.stream:
         body["stream_options"] = {"include_usage": True}
@@ -76,8 +83,9 @@ class UpstreamCall:
             assert ctx.endpoint is not None and ctx.pool is not None
             ep = ctx.endpoint
             req = UpstreamRequest(
-                path=ctx.path, body=upstream_body(ctx), stream=ctx.stream,
+                path=ctx.operation.upstream_path, body=upstream_body(ctx), stream=ctx.stream,
                 timeouts=ep.backend.timeouts, headers={"x-request-id": ctx.request_id},
+                client_headers=ctx.headers,
             )
             link = ctx.client
             if link is not None and link.gone:  # left while the stages ran

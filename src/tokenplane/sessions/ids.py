@@ -7,7 +7,8 @@ session id is 1 to 128 characters of letters, digits and
 ``. _ : -``, starting with a letter or digit; a step is an integer from 1 to
 1,000,000. Anything else, or a header and a metadata field that disagree, is a 400
 naming the field. The gateway takes the two metadata keys out of the body before
-it is sent upstream.
+it is sent upstream. Without either, an agent's own session header (Claude Code's
+``x-claude-code-session-id``) names the session.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ SESSION_HEADER = "x-tokenplane-session"
 STEP_HEADER = "x-tokenplane-step"
 META_SESSION = "tokenplane_session"
 META_STEP = "tokenplane_step"
+# the session ids agents send of their own accord (Claude Code: one per conversation),
+# read when the request names no tokenplane session; a malformed one is ignored
+AGENT_SESSION_HEADERS = ("x-claude-code-session-id",)
 MAX_SESSION_ID = 128
 MAX_STEP = 1_000_000
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -72,13 +76,22 @@ def session_ref(headers: Mapping[str, str], body: dict[str, Any]) -> SessionRef 
             param = STEP_HEADER if h_step is not None else f"metadata.{META_STEP}"
             raise invalid(f"'{param}' needs a session: send {SESSION_HEADER} (or "
                           f"metadata.{META_SESSION}) too", param=param, code="invalid_session")
-        return None
+        return agent_session(headers)
     session = _agree(h_session, SESSION_HEADER, m_session, f"metadata.{META_SESSION}",
                      check_session_id)
     step = None
     if h_step is not None or m_step is not None:
         step = _agree(h_step, STEP_HEADER, m_step, f"metadata.{META_STEP}", check_step)
     return SessionRef(session, step)
+
+
+def agent_session(headers: Mapping[str, str]) -> SessionRef | None:
+    """The session an agent names in its own header (``AGENT_SESSION_HEADERS``)."""
+    for name in AGENT_SESSION_HEADERS:
+        value = headers.get(name)
+        if value and len(value) <= MAX_SESSION_ID and _SESSION_ID.fullmatch(value):
+            return SessionRef(value)
+    return None
 
 
 def _agree(header: object, h_param: str, meta: object, m_param: str, check: Any) -> Any:

@@ -16,6 +16,9 @@ class UpstreamRequest:
     stream: bool
     timeouts: TimeoutConfig
     headers: dict[str, str] = field(default_factory=dict)
+    # the client's request headers (lower-case names): a backend type forwards those its
+    # API defines (an Anthropic backend: anthropic-version, anthropic-beta)
+    client_headers: Mapping[str, str] | None = None
 
 
 @dataclass(slots=True)

@@ -85,7 +85,8 @@ async def test_price_table_first_write_wins(sink_target: str) -> None:
 V5_COLUMNS = ("context_offered_tokens", "context_kept_tokens", "context_dropped_tokens",
               "context_dropped", "history_dropped_messages", "history_dropped_tokens",
               "overflow", "overflow_from")
-V10_COLUMNS = ("finish_reason",)
+V11_COLUMNS = ("cache_write_1h_tokens", "client")
+V10_COLUMNS = ("finish_reason", *V11_COLUMNS)  # migrations 10 and 11
 
 
 async def _old_ledger(sink_target: str, monkeypatch: pytest.MonkeyPatch, migrations_done: int,
@@ -298,7 +299,7 @@ async def test_a_v8_ledger_gains_the_advice_tables(
                       ("queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [9, 10]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [9, 10, 11]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).finish_reason is None

@@ -32,13 +32,13 @@ from tokenplane.api.front.writer import ClientStalled
 from tokenplane.api.openai_routes import (
     OPENAI_ROUTES,
     OpenAIRoutes,
-    error_headers,
+    error_parts,
     internal_error,
     not_allowed,
     reply_headers,
     stream_headers,
 )
-from tokenplane.errors import GatewayError, error_body
+from tokenplane.errors import GatewayError
 
 log = logging.getLogger("tokenplane.api")
 
@@ -66,6 +66,7 @@ class Front:
         self.max_per_address = limits.max_connections_per_address
         self.relay = relay
         self.inference_paths = routes.operations.by_path  # the endpoint kinds' paths
+        self.dialect_for = routes.operations.dialect_for
         self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
         self.connections: set[FrontConnection] = set()
@@ -136,9 +137,11 @@ class Front:
         else:
             await self.relay.forward(conn, req)
 
-    @staticmethod
-    def _error(conn: FrontConnection, req: FrontRequest, err: GatewayError, rid: str) -> None:
-        conn.respond(req, err.status, error_headers(err, rid), error_body(err))
+    def _error(self, conn: FrontConnection, req: FrontRequest, err: GatewayError,
+               rid: str) -> None:
+        """``err`` in the envelope of the dialect spoken at the request's path."""
+        status, headers, body = error_parts(err, rid, self.dialect_for(req.path))
+        conn.respond(req, status, headers, body)
 
     async def _inference(self, conn: FrontConnection, req: FrontRequest) -> None:
         rid = self.new_id()

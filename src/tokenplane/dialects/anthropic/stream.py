@@ -126,7 +126,7 @@ class MessagesStream:
         if self._finished:
             return b""
         out = self.start()
-        u = Usage.read(chunk.get("usage"))
+        u = Usage.read(chunk.get("usage"), partial=True)
         if u is not None:
             self.usage = u
         choices = chunk.get("choices")

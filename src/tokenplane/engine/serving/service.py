@@ -40,6 +40,10 @@ from typing import Any
 
 import orjson
 
+from tokenplane.dialects.anthropic.edge import ANTHROPIC
+from tokenplane.dialects.anthropic.request import to_chat
+from tokenplane.dialects.base import AnswerInfo
+from tokenplane.dialects.extensions import strip_extensions
 from tokenplane.engine.behaviour import SimBehaviour
 from tokenplane.engine.core import Engine, EngineRequest, StepResult
 from tokenplane.engine.defaults import PromptIds
@@ -51,9 +55,10 @@ from tokenplane.engine.profiles import EngineProfile
 from tokenplane.engine.serving.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
 from tokenplane.engine.validation import check_model, parse_generation, parse_json_object
-from tokenplane.errors import GatewayError, error_body, invalid
+from tokenplane.errors import GatewayError, invalid
 from tokenplane.operations.chat import CHAT
 from tokenplane.operations.completions import COMPLETIONS
+from tokenplane.operations.registry import standard_operations
 from tokenplane.tokens.base import Tokenizer
 
 __all__ = ["EngineService", "ServiceResponse", "SimulatedDrop"]
@@ -73,6 +78,7 @@ class ServiceResponse:
     headers: dict[str, str]
     body: bytes | None
     stream: AsyncIterator[bytes] | None
+    prompt_tokens: int = 0  # a generation's prompt length (Messages' opening event)
 
 
 class _Live:
@@ -149,11 +155,13 @@ class EngineService:
         self._ids = itertools.count()
         self._closed = False
         self._kinds = served_kinds()  # the endpoint kinds, by operation name
+        self._dialect_for = standard_operations().dialect_for
         self._routes: dict[str, tuple[str, Handler]] = {
             kind.operation.path: ("POST", kind.handler(self)) for kind in self._kinds
         }
         self._routes |= {
             "/tokenize": ("POST", self._tokenize),
+            "/v1/messages/count_tokens": ("POST", self.count_tokens),
             "/v1/models": ("GET", self._models),
             "/health": ("GET", self._health),
             "/metrics": ("GET", self._metrics),
@@ -241,8 +249,11 @@ class EngineService:
     ) -> ServiceResponse:
         try:
             return await self._route(method.upper(), path, body, headers)
-        except GatewayError as err:
-            return ServiceResponse(err.status, {**JSON, **err.headers}, error_body(err), None)
+        except GatewayError as err:  # in the envelope of the API spoken at ``path``
+            dialect = self._dialect_for(path)
+            rid = f"req_{uuid.uuid4().hex[:24]}"
+            return ServiceResponse(dialect.error_status(err.status),
+                                   {**JSON, **err.headers}, dialect.error_body(err, rid), None)
 
     async def _route(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str]
@@ -311,9 +322,30 @@ class EngineService:
         self._idle.clear()
         self._wake.set()
         if params.stream:
-            return ServiceResponse(200, dict(SSE_HEADERS), None, SSEStream(gen, fail_after))
+            return ServiceResponse(200, dict(SSE_HEADERS), None, SSEStream(gen, fail_after),
+                                   prompt_len)
         await gen.wait()
-        return ServiceResponse(200, dict(JSON), gen.body(), None)
+        return ServiceResponse(200, dict(JSON), gen.body(), None, prompt_len)
+
+    async def messages(self, body: Body, headers: Headers) -> ServiceResponse:
+        """Anthropic's Messages API natively (as vLLM and SGLang serve it): the body read
+        as the canonical chat request, generated as chat, answered as Messages (the
+        prefix cache's hits reported as ``cache_read_input_tokens``)."""
+        chat = strip_extensions(to_chat(body))
+        resp = await self.generate(self._kinds.generation(CHAT.name), chat, headers)
+        info = AnswerInfo(self.model_name, f"req_{uuid.uuid4().hex[:24]}", resp.prompt_tokens)
+        if resp.stream is None:
+            return ServiceResponse(resp.status, dict(JSON),
+                                   ANTHROPIC.answer(resp.body or b"", info), None)
+        return ServiceResponse(resp.status, dict(SSE_HEADERS), None,
+                               ANTHROPIC.stream(resp.stream, info), resp.prompt_tokens)
+
+    async def count_tokens(self, body: Body, headers: Headers) -> ServiceResponse:
+        """``/v1/messages/count_tokens``: the Messages prompt's tokens as this engine's
+        tokenizer and chat template count them."""
+        chat = strip_extensions(to_chat({"max_tokens": 1, **body}))
+        ids = self._kinds.generation(CHAT.name).prompt_ids(self._prompt_ids, chat)
+        return ServiceResponse(200, dict(JSON), orjson.dumps({"input_tokens": len(ids)}), None)
 
     def _room(self, prompt_len: int, max_tokens: int | None) -> int:
         """Tokens the window leaves after the prompt (400 when the request cannot fit)."""

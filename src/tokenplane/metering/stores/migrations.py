@@ -355,17 +355,34 @@ def _v10(dialect: int) -> tuple[str, ...]:
     )
 
 
+# v11: the dialects (docs/MESSAGES.md): of cache_write_tokens, those written to a
+# 1-hour prompt cache (priced apart from 5-minute writes), and the client that sent the
+# request (its User-Agent's product: claude-cli, anthropic-python, openai-python, ...).
+_EVENT_COLUMNS_V11: tuple[tuple[str, str], ...] = (
+    ("cache_write_1h_tokens", "int0"),
+    ("client", "text?"),
+)
+
+
+def _v11(dialect: int) -> tuple[str, ...]:
+    def col(name: str, kind: str) -> str:
+        default = " NOT NULL DEFAULT 0" if kind == "int0" else ""
+        return (f"ALTER TABLE usage_events ADD COLUMN {name} "
+                f"{_T['int' if kind == 'int0' else kind][dialect]}{default}")
+    return tuple(col(n, k) for n, k in _EVENT_COLUMNS_V11)
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
-    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)), (10, _v10(0)))
+    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)), (10, _v10(0)), (11, _v11(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
-    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)), (10, _v10(1)))
+    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)), (10, _v10(1)), (11, _v11(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
     + _EVENT_COLUMNS_V5 + _EVENT_COLUMNS_V6 + _EVENT_COLUMNS_V7 + _EVENT_COLUMNS_V9
-    + _EVENT_COLUMNS_V10
+    + _EVENT_COLUMNS_V10 + _EVENT_COLUMNS_V11
 )
 
 SCHEMA_MIGRATIONS_DDL = (
