@@ -8,6 +8,8 @@ import httpx
 import orjson
 
 ERROR_FIELDS = {"message", "type", "param", "code"}
+MESSAGES_ERROR_TYPES = {"invalid_request_error", "authentication_error", "permission_error",
+                        "not_found_error", "request_too_large", "rate_limit_error"}
 
 
 def answer_ok(resp: httpx.Response, what: Any) -> dict[str, Any] | None:
@@ -23,5 +25,20 @@ def answer_ok(resp: httpx.Response, what: Any) -> dict[str, Any] | None:
     assert set(err) == ERROR_FIELDS, (what, err)
     assert isinstance(err["message"], str) and err["message"], (what, err)
     assert isinstance(err["type"], str) and err["type"], (what, err)
+    assert "Traceback" not in resp.text, what
+    return err
+
+
+def messages_error_ok(resp: httpx.Response, what: Any) -> dict[str, Any] | None:
+    """No 5xx; a request-id; an error in Anthropic's envelope. Returns the error."""
+    assert resp.status_code < 500, (what, resp.status_code, resp.text[:2000])
+    assert resp.headers.get("request-id", "").startswith("req_"), (what, resp.headers)
+    if resp.status_code < 400:
+        return None
+    body = orjson.loads(resp.content)
+    assert body.get("type") == "error", (what, resp.text[:2000])
+    err: dict[str, Any] = body["error"]
+    assert err["type"] in MESSAGES_ERROR_TYPES, (what, err)
+    assert isinstance(err["message"], str) and err["message"], (what, err)
     assert "Traceback" not in resp.text, what
     return err

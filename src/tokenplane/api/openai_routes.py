@@ -134,7 +134,7 @@ async def _enveloped(request: web.Request, handler: Handler, rid: str, dialect: 
         log.exception("internal error on %s %s (%s)", request.method, request.path, rid)
         return error_response(internal_error(), rid, dialect)
     if not resp.prepared:
-        resp.headers["x-request-id"] = rid
+        resp.headers.update(dialect.error_headers(rid))  # x-request-id (and request-id)
     return resp
 
 

@@ -26,6 +26,7 @@ from tokenplane.api.context_routes import PATH as PACK_PATH
 from tokenplane.api.context_routes import body_spec as pack_spec
 from tokenplane.api.feedback_routes import PATH as FEEDBACK_PATH
 from tokenplane.api.feedback_routes import body_spec as feedback_spec
+from tokenplane.api.messages_routes import PATH as COUNT_TOKENS_PATH
 from tokenplane.governance.audit.multi import VERDICTS
 from tokenplane.metering.reports import REPORT_DIMENSIONS
 from tokenplane.operations.fields import nullable
@@ -206,6 +207,12 @@ def openapi_document(operations: OperationRegistry, version: str = "") -> dict[s
         schema: Schema = spec.schema() if spec is not None else {"type": "object"}
         paths[op.path] = {"post": _op(f"{op.name} ({op.dialect.title})", body=schema)}
     paths["/v1/models"] = {"get": _op("the model aliases this key may use")}
+    paths["/v1/models/{model}"] = {"get": _op("one model alias this key may use (404 if not)",
+                                              params=_params("path", model={"type": "string"}))}
+    paths[COUNT_TOKENS_PATH] = {"post": _op(
+        "a Messages prompt's input tokens before it runs (Anthropic Messages; exact for "
+        "self-hosted aliases, the backend's count for Anthropic backends)",
+        body={"type": "object"})}
     paths[PACK_PATH] = {"post": _op("pack retrieved documents into a token budget with the "
                                     "model's tokenizer (docs/CONTEXT.md)",
                                     body=pack_spec().schema())}

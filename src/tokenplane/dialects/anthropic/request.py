@@ -57,11 +57,16 @@ def _chat_completions_shape(body: dict[str, Any]) -> str | None:
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
                 continue
-            if m.get("role") in _CHAT_ONLY_ROLES:
+            if _named(m.get("role"), _CHAT_ONLY_ROLES):
                 return f"messages[{i}].role"
             if "tool_calls" in m:
                 return f"messages[{i}].tool_calls"
     return None
+
+
+def _named(value: Any, names: frozenset[str]) -> bool:
+    """``value`` is one of ``names`` (a client's list or object is not hashable)."""
+    return isinstance(value, str) and value in names
 
 
 def looks_like_messages(body: Any) -> bool:
@@ -78,7 +83,7 @@ def looks_like_messages(body: Any) -> bool:
     for m in messages:
         content = m.get("content") if isinstance(m, dict) else None
         if isinstance(content, list) and any(
-                isinstance(b, dict) and b.get("type") in _MESSAGES_BLOCKS for b in content):
+                isinstance(b, dict) and _named(b.get("type"), _MESSAGES_BLOCKS) for b in content):
             return True
     return False
 
