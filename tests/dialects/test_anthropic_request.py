@@ -239,8 +239,22 @@ def test_server_tools_refused() -> None:
     assert e.param == "tools[0].type" and "server tools" in e.message
 
 
+def test_system_messages_inside_messages_are_per_turn_instructions() -> None:
+    # Claude Code's per-turn-control beta: a system message among the turns
+    chat = to_chat(req(messages=[{"role": "user", "content": "y"},
+                                 {"role": "system", "content": [{"type": "text", "text": "z"}]},
+                                 {"role": "user", "content": "w"}]))
+    assert [m["role"] for m in chat["messages"]] == ["user", "system", "user"]
+    assert chat["messages"][1]["content"] == [{"type": "text", "text": "z"}]
+
+
+def test_claude_codes_user_id_names_its_account() -> None:
+    uid = '{"device_id":"dev1","account_uuid":"acct-9","session_id":"s"}'
+    assert to_chat(req(metadata={"user_id": uid}))["user"] == "acct-9"
+    assert to_chat(req(metadata={"user_id": "plain"}))["user"] == "plain"
+
+
 @pytest.mark.parametrize("body", [
-    req(messages=[{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]),
     req(messages=[{"role": "tool", "content": "x", "tool_call_id": "a"}]),
     req(messages=[{"role": "developer", "content": "x"}]),
     req(messages=[{"role": "assistant", "content": None, "tool_calls": []}]),

@@ -106,6 +106,13 @@ def test_messages_client_passes_through(gw: GatewayThread, key: str, sim: Record
     assert final.usage.output_tokens == 4
     # the second request's system prompt came from the engine's prefix cache
     assert (final.usage.cache_read_input_tokens or 0) > 0
+    # the backend's max_tokens is a ceiling, and a stop sequence is reported as one
+    stopped = c.messages.create(model=ALIAS, max_tokens=500, stop_sequences=["zzz"],
+                                messages=[{"role": "user", "content": "and stop"}])
+    assert stopped.stop_reason == "stop_sequence" and stopped.stop_sequence == "zzz"
+    natural = c.messages.create(model=ALIAS, max_tokens=1000,
+                                messages=[{"role": "user", "content": "say a little"}])
+    assert natural.stop_reason == "end_turn" and natural.usage.output_tokens < 1000
     c.close()
 
 

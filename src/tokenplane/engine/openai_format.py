@@ -120,7 +120,7 @@ class ChatFormatter(Formatter):
             message["reasoning_content"] = plan.reasoning_text()
         lps = chat_logprobs(plan.content_logprobs()) if plan.logprobs is not None else None
         return {"index": index, "message": message, "logprobs": lps,
-                "finish_reason": plan.finish, "stop_reason": None}
+                "finish_reason": plan.finish, "stop_reason": plan.stop_sequence}
 
 
 class TextFormatter(Formatter):
@@ -141,7 +141,8 @@ class TextFormatter(Formatter):
         lps = text_logprobs(plan.content_logprobs(), len(plan.reasoning_text())) \
             if plan.logprobs is not None else None
         return {"index": index, "text": text, "logprobs": lps,
-                "finish_reason": plan.finish, "stop_reason": None, "prompt_logprobs": None}
+                "finish_reason": plan.finish, "stop_reason": plan.stop_sequence,
+                "prompt_logprobs": None}
 
 
 def _choice_delta(index: int, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:

@@ -76,6 +76,7 @@ class ChoicePlan:
     calls: list[CallPlan] | None = None
     logprobs: list[TokenLogprob | None] | None = None  # per token; None: not asked
     reasons: bool = False  # reasoning was asked for (reported even when 0 tokens)
+    stop_sequence: str | None = None  # the stop sequence that ended it (vLLM's stop_reason)
 
     def content(self, upto: int | None = None) -> str:
         end = self.content_end if upto is None else min(upto, self.content_end)
@@ -97,6 +98,12 @@ class ChoicePlan:
 def _mix(value: int, salt: bytes) -> int:
     raw = value.to_bytes(16, "little", signed=True)
     return int.from_bytes(hashlib.blake2b(raw + salt, digest_size=8).digest(), "little")
+
+
+def first_stop(text: str, stops: Sequence[str]) -> str | None:
+    """The stop sequence that appears first in ``text`` (None: none does)."""
+    found = [(at, s) for s in stops if (at := text.find(s)) >= 0]
+    return min(found)[1] if found else None
 
 
 def apply_stop(pieces: list[str], lo: int, hi: int, stops: Sequence[str]) -> int | None:
@@ -207,10 +214,12 @@ class Planner:
             if room_for >= 1:
                 at = r + aux.randint(1, room_for)
                 pieces[at:] = spelled
+            matched = first_stop("".join(pieces[r:]), s.stop)
             end = apply_stop(pieces, r, len(pieces), s.stop)
             if end is not None:
                 del pieces[end:]
                 finish = "stop"
+                return ChoicePlan(pieces, r, finish, len(pieces), stop_sequence=matched)
         return ChoicePlan(pieces, r, finish, len(pieces))
 
     def _reasoning(self, seed: int, natural: int, share: float) -> list[str]:

@@ -14,6 +14,7 @@ Anthropic's own API answers. The gateway's own ``tokenplane`` object and the
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -42,7 +43,8 @@ _MAPPED = frozenset({
     "stop_sequences", "stream", "metadata", "tools", "tool_choice", "thinking", "tokenplane",
 })
 _CHAT_ONLY_FIELDS = ("max_completion_tokens", "n", "response_format", "stream_options")
-_CHAT_ONLY_ROLES = frozenset({"system", "tool", "developer"})
+# (a "system" message inside messages is Anthropic's too: per-turn instructions)
+_CHAT_ONLY_ROLES = frozenset({"tool", "developer"})
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _MESSAGES_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
@@ -59,9 +61,27 @@ def _chat_completions_shape(body: dict[str, Any]) -> str | None:
                 continue
             if _named(m.get("role"), _CHAT_ONLY_ROLES):
                 return f"messages[{i}].role"
+            if m.get("role") == "system" and "max_tokens" not in body:
+                return f"messages[{i}].role"  # a chat body: Messages requires max_tokens
             if "tool_calls" in m:
                 return f"messages[{i}].tool_calls"
     return None
+
+
+def end_user(user_id: str) -> str:
+    """The end user ``metadata.user_id`` names. Claude Code sends a JSON object
+    (``device_id``, ``account_uuid``, ``session_id``): its account, else its device."""
+    if user_id.startswith("{"):
+        try:
+            obj = json.loads(user_id)
+        except ValueError:
+            return user_id[:256]
+        if isinstance(obj, dict):
+            for k in ("account_uuid", "user_id", "device_id"):
+                v = obj.get(k)
+                if isinstance(v, str) and v:
+                    return v[:256]
+    return user_id[:256]
 
 
 def _named(value: Any, names: frozenset[str]) -> bool:
@@ -181,7 +201,7 @@ def _metadata(meta: Any, chat: dict[str, Any]) -> None:
             if v is not None and not isinstance(v, str):
                 raise bad("metadata.user_id", "Input should be a string")
             if v:
-                chat["user"] = v
+                chat["user"] = end_user(v)
         elif k.startswith("tokenplane_"):
             rest[k] = v  # the gateway's own (sessions), checked by its stage
         else:

@@ -44,14 +44,16 @@ def _with_cc(part: dict[str, Any], cc: dict[str, Any] | None) -> dict[str, Any]:
     return part
 
 
-def system_message(system: Any) -> dict[str, Any] | None:
-    """The ``system`` field as the first chat message (None when empty)."""
+def system_message(system: Any, where: str = "system") -> dict[str, Any] | None:
+    """The ``system`` field as the first chat message (None when empty); also a
+    ``role: system`` message inside ``messages`` (``where`` its content's path), which
+    Claude Code sends for per-turn instructions (beta ``per-turn-control``)."""
     if isinstance(system, str):
         return {"role": "system", "content": system} if system else None
-    blocks = need_list(system, "system")
+    blocks = need_list(system, where)
     parts = []
     for i, b in enumerate(blocks):
-        path = f"system[{i}]"
+        path = f"{where}[{i}]"
         b = need_dict(b, path)
         if b.get("type") != "text":
             raise bad(f"{path}.type", "system blocks must be of type 'text'")
@@ -244,9 +246,14 @@ def chat_messages(messages: list[Any]) -> list[dict[str, Any]]:
         path = f"messages[{i}]"
         m = need_dict(m, path)
         role = m.get("role")
-        if role not in ("user", "assistant"):
-            raise bad(f"{path}.role", "Input should be 'user' or 'assistant'")
+        if role not in ("user", "assistant", "system"):
+            raise bad(f"{path}.role", "Input should be 'user', 'assistant' or 'system'")
         content = m.get("content")
+        if role == "system":
+            sm = system_message(content, f"{path}.content")
+            if sm is not None:
+                out.append(sm)
+            continue
         if isinstance(content, str):
             out.append({"role": role, "content": content})
             continue

@@ -278,9 +278,13 @@ class EngineService:
         return result
 
     async def generate(
-        self, kind: GenerationKind, body: dict[str, Any], headers: Mapping[str, str]
+        self, kind: GenerationKind, body: dict[str, Any], headers: Mapping[str, str],
+        ceiling: bool = False,
     ) -> ServiceResponse:
-        """A chat or completions request (the engine kind says which)."""
+        """A chat or completions request (the engine kind says which). ``ceiling``: the
+        output cap is only a ceiling, as a model treats Messages' required ``max_tokens``
+        (the answer ends at its natural length below it); else, as the OpenAI kinds'
+        tests expect, a cap that is set is the answer's length."""
         params = parse_generation(body, kind)
         check_model(params.model, self.model_name)
         fail_after = _int_header(headers, "x-sim-fail-after", 0, 10**9)
@@ -289,16 +293,19 @@ class EngineService:
         if prompt_len == 0:
             raise invalid("the prompt is empty", param=kind.prompt_param)
         room = self._room(prompt_len, params.max_tokens)
+        cap = params.max_tokens
+        if ceiling and cap is not None:
+            room, cap = min(room, cap), None
         effort = self._planner.effort(params.reasoning_effort)
         if params.sampling is None:
-            if params.max_tokens is not None:
-                n_out, finish = params.max_tokens, "length"
+            if cap is not None:
+                n_out, finish = cap, "length"
             else:
                 natural = natural_length(ids)
                 n_out, finish = (natural, "stop") if natural <= room else (room, "length")
             plans = [self._planner.plain(ids, n_out, finish, effort)]
         else:
-            plans = self._planner.plan(ids, params.sampling, params.max_tokens, room, effort,
+            plans = self._planner.plan(ids, params.sampling, cap, room, effort,
                                        body)
         rid = f"{kind.id_prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
         fmt = kind.formatter(rid, int(time.time()), self.model_name, params.include_usage)
@@ -332,7 +339,8 @@ class EngineService:
         as the canonical chat request, generated as chat, answered as Messages (the
         prefix cache's hits reported as ``cache_read_input_tokens``)."""
         chat = strip_extensions(to_chat(body))
-        resp = await self.generate(self._kinds.generation(CHAT.name), chat, headers)
+        resp = await self.generate(self._kinds.generation(CHAT.name), chat, headers,
+                                   ceiling=True)
         info = AnswerInfo(self.model_name, f"req_{uuid.uuid4().hex[:24]}", resp.prompt_tokens)
         if resp.stream is None:
             return ServiceResponse(resp.status, dict(JSON),
