@@ -93,12 +93,22 @@ def test_admin_routes_with_bodies(gw: GatewayThread, admin: str, key: str) -> No
 
 
 def test_unknown_path_404_envelope(gw: GatewayThread) -> None:
-    for path in ("/v1/nothing", "/", "/v1/chat/completions/", "/admin/v1/nope?x=1"):
+    for path in ("/v1/nothing", "/nothing", "/v1/chat/completions/", "/admin/v1/nope?x=1"):
         resp = httpx.get(f"http://127.0.0.1:{gw.port}{path}")
         assert resp.status_code == 404 and relayed(resp), path
         assert resp.headers["x-request-id"].startswith("req_")
         err = resp.json()["error"]
         assert err["code"] == "unknown_route" and path.partition("?")[0] in err["message"]
+
+
+def test_root_and_favicon_answer(gw: GatewayThread) -> None:
+    """``/`` says what the server is (agents probe it with HEAD); ``/favicon.ico`` is an
+    empty 204, not a 404 in every browser's console."""
+    root = httpx.get(f"http://127.0.0.1:{gw.port}/")
+    assert root.status_code == 200 and root.json()["service"] == "tokenplane"
+    head = httpx.head(f"http://127.0.0.1:{gw.port}/")
+    assert head.status_code == 200 and head.content == b""
+    assert httpx.get(f"http://127.0.0.1:{gw.port}/favicon.ico").status_code == 204
 
 
 def test_relayed_stream_is_streamed(gw: GatewayThread, key: str) -> None:

@@ -138,3 +138,12 @@ def test_revoked_key_refused_at_once(gateway: GatewayThread) -> None:
             refused = True
     assert refused
     client.close()
+
+
+def test_models_retrieve_one(gateway: GatewayThread, api_key: str) -> None:
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=api_key, max_retries=0)
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError) as err:
+        client.models.retrieve("no-such-model")
+    assert err.value.code == "model_not_found"
+    client.close()
