@@ -10,7 +10,7 @@ import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "EXTENDING.md"
 SECTIONS = ("A routing scorer", "A PII recognizer", "A pipeline stage", "A limit kind",
-            "An endpoint kind")
+            "An endpoint kind", "A wire dialect")
 
 
 def _blocks() -> dict[str, str]:
