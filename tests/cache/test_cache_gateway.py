@@ -209,3 +209,28 @@ def test_completions_and_semantic_streams(gw: GatewayThread, keys: dict[str, str
     text = "".join(c.choices[0].delta.content or "" for c in replay if c.choices)
     assert text == "".join(c.choices[0].delta.content or "" for c in live if c.choices)
     client.close()
+
+
+def test_messages_are_cached_by_their_canonical_request(
+        gw: GatewayThread, keys: dict[str, str]) -> None:
+    """A Messages request is cached like a chat one (keyed by its canonical request, per
+    tenant and app); the hit is rendered in Messages' format, stream and not."""
+    body = {"model": MODEL, "max_tokens": 12, "temperature": 0, "system": SYSTEM["content"],
+            "messages": [{"role": "user", "content": "Which regions, in Messages?"}]}
+
+    def send(key: str, stream: bool = False) -> httpx.Response:
+        return httpx.post(gw.base_url.removesuffix("/v1") + "/v1/messages",
+                          json={**body, "stream": stream}, headers={"x-api-key": key},
+                          timeout=30)
+
+    first = send(keys["a"])
+    assert first.status_code == 200 and "x-tokenplane-cache" not in first.headers
+    second = send(keys["a"])
+    assert second.headers["x-tokenplane-cache"] == "exact"
+    assert second.json()["content"] == first.json()["content"]
+    assert second.json()["type"] == "message"
+    assert "x-tokenplane-cache" not in send(keys["b"]).headers  # another tenant: no hit
+    send(keys["a"], stream=True)
+    streamed = send(keys["a"], stream=True)
+    assert streamed.headers["x-tokenplane-cache"] == "exact"
+    assert b"event: message_stop" in streamed.content

@@ -42,6 +42,7 @@ class Operation:
     tools: bool = False  # the body may define tools (the tool allow-list applies)
     chat_choices: bool = False  # answers carry ``message`` / ``delta`` objects, not ``text``
     chunk_object: str = ""  # the ``object`` of a stream chunk
+    cacheable: bool = False  # its answers may be served from the response caches
     dialect: Dialect = OPENAI  # the client's wire: auth headers, errors, answer rendering
 
     def __init_subclass__(cls, **kw: Any) -> None:
@@ -89,6 +90,11 @@ class Operation:
     def count_prompt(self, counter: PartCounter, body: dict[str, Any]) -> CountResult:
         """The prompt's tokens by source: the parts of ``body`` handed to ``counter``."""
         raise NotImplementedError
+
+    def prompts(self, body: dict[str, Any]) -> int:
+        """How many prompts ``body`` holds, each answered on its own (a completions
+        batch): the output is reserved for each."""
+        return 1
 
     def prefix_segments(self, body: dict[str, Any]) -> list[Segment] | None:
         """The prompt as ordered content segments for prefix-cache routing (see

@@ -27,6 +27,7 @@ class ChatCompletions(Operation):
     tools = True
     chat_choices = True
     chunk_object = "chat.completion.chunk"
+    cacheable = True
 
     def validate(self, body: dict[str, Any]) -> None:
         validate_chat(body)

@@ -25,6 +25,7 @@ from tokenplane.operations.fields import (
     Str,
     Tagged,
 )
+from tokenplane.tokens.prompt_batch import MAX_CHOICES, MAX_PROMPTS
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
 _SCHEMA = Obj({}, description="a JSON Schema object")
@@ -221,9 +222,13 @@ def chat_body() -> Obj:
 def completion_body() -> Obj:
     return Obj({
         **_sampling(),
-        "prompt": OneOf(Str(), Arr(Str(), 1, 1), Arr(_TOKEN_ID, 1),
-                        label="a string, an array of strings or an array of token ids",
-                        description="one prompt: batched prompts are not supported"),
+        "prompt": OneOf(Str(), Arr(Str(), 1, MAX_PROMPTS), Arr(_TOKEN_ID, 1),
+                        Arr(Arr(_TOKEN_ID, 1), 1, MAX_PROMPTS),
+                        label="a string, an array of strings, an array of token ids or an "
+                              "array of arrays of token ids",
+                        description=f"one prompt, or a batch of up to {MAX_PROMPTS} (each "
+                                    "answered n times, choice prompt_index * n + i; at "
+                                    f"most {MAX_CHOICES} choices in all)"),
         "logprobs": Int(0, 5),
         "echo": Bool(),
         "best_of": Int(1, 20),

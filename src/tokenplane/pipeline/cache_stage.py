@@ -44,7 +44,7 @@ class CacheStage:
 
     async def run(self, ctx: RequestContext) -> None:
         p = ctx.principal
-        if p is None or ctx.alias is None:
+        if p is None or ctx.alias is None or not ctx.operation.cacheable:
             return
         version = self.version(ctx) if self.version is not None else None
         hit, fill = await self.cache.lookup(

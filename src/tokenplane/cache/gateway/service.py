@@ -29,7 +29,6 @@ from tokenplane.metering.pricing import UNPRICED, PriceBook
 from tokenplane.observe.cells import CounterCells, HistogramCells
 from tokenplane.upstream.sse import payload as sse_payload
 
-CACHED_OPERATIONS = frozenset({"chat", "text_completion"})
 EMBED_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)
 
 
@@ -126,9 +125,8 @@ class ResponseCache:
                      version: str | None = None
                      ) -> tuple[CacheHit | None, CacheFill | None]:
         """The hit to serve, else what to store when the upstream has answered.
-        ``version``: the model version routing chose for the request (a split's)."""
-        if operation not in CACHED_OPERATIONS:
-            return None, None
+        ``version``: the model version routing chose for the request (a split's); the
+        caller asks only for kinds whose answers may be cached (``Operation.cacheable``)."""
         decision = self.policy.decide(tenant, app, alias, body)
         if not (decision.exact or decision.semantic):
             return None, None
