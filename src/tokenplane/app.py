@@ -24,6 +24,7 @@ from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
+from tokenplane.api.mcp_routes import McpRoutes
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -54,6 +55,7 @@ from tokenplane.console.routes import ConsoleRoutes
 from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
+from tokenplane.mcp.gateway.build import build_mcp
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
@@ -359,6 +361,10 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)
+    mcp = build_mcp(config, gw.metrics.registry, gw.allowed_models, gw.counters.tokenizer,
+                    gw.governance.policies if gw.governance is not None else None, audit)
+    if mcp is not None:  # the MCP gateway (docs/MCP.md): not an inference route
+        McpRoutes(gw.keys, mcp.service).install(app)
     if config.console.enabled:  # off the request path: its own routes, read-only
         ConsoleRoutes(ConsoleParts(
             config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
@@ -381,6 +387,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
         if peers is not None:
             await peers.close()
         await advice.close()
+        if mcp is not None:
+            await mcp.close()
         await gw.close()
         directory.close()
 
