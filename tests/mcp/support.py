@@ -45,8 +45,9 @@ def tool_server(name: str) -> Iterator[str]:
 
 
 def gateway_config(fs_url: str, crm_url: str, **mcp: Any) -> dict[str, Any]:
-    """Two tenants: ``acme`` may use fs (not delete) and crm; ``globex`` only crm's
-    ``echo``. ``acme``'s ``fs__read`` must stay under /srv/docs."""
+    """Two tenants: ``acme`` may use fs (``inject`` only from its app ``ops``) and crm;
+    ``globex`` only crm's ``echo``. ``acme``'s ``fs__read`` must stay under /srv/docs;
+    a deny of any matching rule would win over every allow."""
     section: dict[str, Any] = {
         "servers": [
             {"name": "fs", "url": fs_url, "timeout_s": 2,
@@ -56,7 +57,7 @@ def gateway_config(fs_url: str, crm_url: str, **mcp: Any) -> dict[str, Any]:
             {"name": "crm", "url": crm_url},
         ],
         "rules": [
-            {"tenant": "acme", "allow": ["fs__*", "crm__*"], "deny": ["fs__inject"],
+            {"tenant": "acme", "allow": ["fs__[rbds]*", "crm__*", "fs__file:///srv/docs/*"],
              "arguments": [{"tool": "fs__read", "argument": "path",
                             "pattern": "/srv/docs/"}]},
             {"tenant": "acme", "app": "ops", "allow": ["fs__inject"]},
