@@ -1,5 +1,6 @@
 """A real MCP server written with the official SDK, started by the MCP tests as a
-process: ``python -m tests.mcp.tool_server NAME PORT``.
+process: ``python -m tests.mcp.tool_server NAME PORT`` (streamable HTTP) or
+``... NAME stdio``.
 
 ``fs``: ``read`` (a path's fake contents), ``big`` (a long text), ``delete``, ``sleep``
 (answers after some seconds), ``inject`` (a result carrying an injection), a resource
@@ -74,8 +75,12 @@ def crm_server() -> MCPServer:
 
 
 def main() -> None:
-    name, port = sys.argv[1], int(sys.argv[2])
+    name, where = sys.argv[1], sys.argv[2]
     srv = fs_server() if name == "fs" else crm_server()
+    if where == "stdio":  # a local server the gateway launches
+        srv.run("stdio")
+        return
+    port = int(where)
     # fs answers in SSE, crm in JSON: the gateway reads both
     srv.run("streamable-http", host="127.0.0.1", port=port, json_response=name == "crm")
 
