@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp import MCPError
 
+from mcp import MCPError
 from tests.gateway.harness import GatewayThread
 from tests.mcp.support import tool_server
 from tests.mcp.test_gateway import client, texts

@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from mcp import Client, MCPError
 from tests.gateway.harness import GatewayThread
 from tests.mcp.support import gateway_config, tool_server
 

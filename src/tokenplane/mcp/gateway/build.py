@@ -13,21 +13,20 @@ from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.mcp.gateway.metrics import McpMetrics
 from tokenplane.mcp.gateway.service import Accounting, McpService
 from tokenplane.mcp.gateway.sessions import MemorySessions, RedisSessions, SessionStore
-from tokenplane.mcp.gateway.upstream import HttpClient, HttpUpstream, StdioUpstream, Upstream
+from tokenplane.mcp.gateway.upstream import HttpUpstream, StdioUpstream, Upstream
 from tokenplane.mcp.policy import McpPolicy
 from tokenplane.tokens.base import Tokenizer
 
 
 class McpParts:
-    """The service and the HTTP client of its upstreams, closed together."""
+    """The worker's MCP service (its upstreams' connections and processes closed with
+    it)."""
 
-    def __init__(self, service: McpService, http: HttpClient) -> None:
+    def __init__(self, service: McpService) -> None:
         self.service = service
-        self._http = http
 
     async def close(self) -> None:
         await self.service.close()
-        await self._http.close()
 
 
 def build_mcp(config: GatewayConfig, registry: CollectorRegistry,
@@ -38,10 +37,9 @@ def build_mcp(config: GatewayConfig, registry: CollectorRegistry,
     if cfg is None:
         return None
     policy = McpPolicy(cfg)
-    http = HttpClient()
     upstreams: dict[str, Upstream] = {}
     for s in cfg.servers:
-        upstreams[s.name] = HttpUpstream(s, http) if s.url is not None else StdioUpstream(s)
+        upstreams[s.name] = HttpUpstream(s) if s.url is not None else StdioUpstream(s)
     sessions: SessionStore
     if cfg.sessions == "redis":
         assert config.redis_url is not None
@@ -63,4 +61,4 @@ def build_mcp(config: GatewayConfig, registry: CollectorRegistry,
     service = McpService(policy, upstreams, sessions,
                          Accounting(default_model, may_use, tokenizer), McpMetrics(registry),
                          guards, audit.submit if audit is not None else None)
-    return McpParts(service, http)
+    return McpParts(service)

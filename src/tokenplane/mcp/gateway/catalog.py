@@ -8,14 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tokenplane.mcp.gateway.upstream import Upstream
+from tokenplane.mcp.listing import LISTS
 
-# list method -> the field of its result holding the items
-LISTS = {
-    "tools/list": "tools",
-    "prompts/list": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resourceTemplates",
-}
 MAX_PAGES = 100
 
 
@@ -33,7 +27,7 @@ class Catalog:
         now = self.clock()
         if hit is not None and now - hit[1] < self.ttl_s:
             return hit[0]
-        field = LISTS[method]
+        field = LISTS[method][0]
         out: list[dict[str, Any]] = []
         cursor: str | None = None
         for _ in range(MAX_PAGES):

@@ -30,7 +30,8 @@ from tokenplane.mcp.gateway.sessions import McpSession, SessionStore, new_sessio
 from tokenplane.mcp.gateway.upstream import Upstream, UpstreamError
 from tokenplane.mcp.jsonrpc import Message, RpcError
 from tokenplane.mcp.limits import InFlight, RateLog
-from tokenplane.mcp.names import qualify, qualify_uri, split, split_uri
+from tokenplane.mcp.listing import LISTS, visible_items
+from tokenplane.mcp.names import qualify, split, split_uri
 from tokenplane.mcp.policy import CONFIRM_META, McpPolicy, Permissions
 from tokenplane.mcp.results import read_texts, result_texts, truncate
 from tokenplane.tokens.base import Tokenizer
@@ -211,31 +212,9 @@ class McpService:
                     raise _relayed(found)
                 log.warning("mcp: %s of %s failed: %s", method, server, found)
                 continue
-            items.extend(self.visible_items(perms, server, method, found, caller.scope))
-        field_name = {"tools/list": "tools", "prompts/list": "prompts",
-                      "resources/list": "resources",
-                      "resources/templates/list": "resourceTemplates"}[method]
-        return {field_name: items}
-
-    def visible_items(self, perms: Permissions, server: str, method: str,
-                      found: list[dict[str, Any]], scope: str | None) -> list[dict[str, Any]]:
-        """The items of one server's list the key may use, named for the endpoint."""
-        key = "uriTemplate" if method == "resources/templates/list" else \
-            "uri" if method == "resources/list" else "name"
-        out: list[dict[str, Any]] = []
-        tools = method == "tools/list"
-        for item in found:
-            name = item.get(key)
-            if not isinstance(name, str) or not perms.visible(qualify(server, name)):
-                continue
-            if scope is None or tools:
-                item = dict(item)
-            if scope is None:
-                item[key] = qualify_uri(server, name) if key != "name" else qualify(server, name)
-            if tools and self.policy.tool(server, name).max_result_tokens is not None:
-                item.pop("outputSchema", None)  # a cut result carries no structuredContent
-            out.append(item)
-        return out
+            items.extend(visible_items(self.policy, perms, server, method, found,
+                                       caller.scope))
+        return {LISTS[method][0]: items}
 
     def _target(self, caller: Caller, name: str, what: str) -> tuple[str, str]:
         if caller.scope is not None:

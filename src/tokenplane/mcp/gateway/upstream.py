@@ -10,12 +10,12 @@ import logging
 import os
 from typing import Any, Protocol
 
-import aiohttp
 import orjson
 
 from tokenplane.cancel import cancel_and_wait
 from tokenplane.config.mcp_schema import McpServerConfig
 from tokenplane.mcp.jsonrpc import UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE, RpcError
+from tokenplane.upstream.http1_client import H1Connection, H1Error, H1Pool
 
 log = logging.getLogger("tokenplane.mcp")
 PROTOCOL_VERSION = "2025-11-25"
@@ -53,35 +53,16 @@ def _initialize_params() -> dict[str, Any]:
             "clientInfo": CLIENT_INFO}
 
 
-class HttpClient:
-    """The worker's one HTTP client of its upstreams, made on first use (in the loop)."""
-
-    def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
-
-    def get(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, limit_per_host=256,
-                                               keepalive_timeout=60),
-                timeout=aiohttp.ClientTimeout(total=None))
-        return self._session
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-
 class HttpUpstream:
-    """Streamable HTTP. ``headers_env`` values are read from the environment once."""
+    """Streamable HTTP over the gateway's own HTTP/1.1 client (keep-alive connections,
+    ``upstream/http1_client.py``). ``headers_env`` values are read from the environment
+    once."""
 
-    def __init__(self, config: McpServerConfig, http: HttpClient) -> None:
+    def __init__(self, config: McpServerConfig) -> None:
         assert config.url is not None
         self.name = config.name
-        self.url = config.url
         self.timeout_s = config.timeout_s
-        self.http = http
+        self.pool = H1Pool(config.url)
         self.headers = {"accept": "application/json, text/event-stream",
                         "content-type": "application/json"}
         for header, env in config.headers_env.items():
@@ -90,7 +71,7 @@ class HttpUpstream:
                 log.warning("mcp server %s: $%s is not set; %s not sent", self.name, env,
                             header)
             else:
-                self.headers[header] = value
+                self.headers[header.lower()] = value
         self.session_id: str | None = None
         self._opening: asyncio.Lock = asyncio.Lock()
         self._ids = itertools.count(1)
@@ -108,8 +89,8 @@ class HttpUpstream:
                     return self._result(status, answer)
         except TimeoutError:
             raise _timeout(self.name, self.timeout_s) from None
-        except aiohttp.ClientError as exc:
-            raise _down(self.name, type(exc).__name__) from None
+        except H1Error as exc:
+            raise _down(self.name, str(exc) or type(exc).__name__) from None
         raise _down(self.name, "it keeps losing the session")
 
     def _result(self, status: int, answer: Any) -> Any:
@@ -128,19 +109,39 @@ class HttpUpstream:
                 status, answer = await self._post("initialize", _initialize_params(), None,
                                                   opening=True)
                 self._result(status, answer)
-                await self._notify("notifications/initialized")
+                body = orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                await self._exchange("POST", self._headers(self.session_id), body)
         return self.session_id
-
-    async def _notify(self, method: str) -> None:
-        headers = self._headers(self.session_id)
-        body = orjson.dumps({"jsonrpc": "2.0", "method": method})
-        async with self.http.get().post(self.url, data=body, headers=headers) as resp:
-            await resp.read()
 
     def _headers(self, sid: str | None) -> dict[str, str]:
         if sid is None:
             return self.headers
         return {**self.headers, "mcp-session-id": sid, "mcp-protocol-version": PROTOCOL_VERSION}
+
+    async def _exchange(self, verb: str, headers: dict[str, str], body: bytes,
+                        rid: int | None = None) -> tuple[int, dict[str, str], Any]:
+        """One request; the answer's status, headers and JSON-RPC answer (the one to
+        ``rid`` in an SSE stream). The connection is reused only after a whole answer."""
+        conn = await self.pool.request(verb, "", headers, body)
+        done = False
+        try:
+            status, got = await conn.head()
+            answer: Any
+            if got.get("content-type", "").startswith("text/event-stream"):
+                answer = await _sse_answer(conn, rid)
+            else:
+                raw = await conn.read_all()
+                try:
+                    answer = orjson.loads(raw) if raw else None
+                except orjson.JSONDecodeError:
+                    answer = None
+            done = True
+            return status, got, answer
+        finally:
+            if done:
+                self.pool.release(conn)
+            else:
+                conn.close()
 
     async def _post(self, method: str, params: dict[str, Any] | None, sid: str | None,
                     opening: bool = False) -> tuple[int, Any]:
@@ -148,48 +149,54 @@ class HttpUpstream:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
-        async with self.http.get().post(self.url, data=orjson.dumps(msg),
-                                  headers=self._headers(sid)) as resp:
-            if opening:
-                self.session_id = resp.headers.get("mcp-session-id")
-            ctype = resp.headers.get("content-type", "")
-            if ctype.startswith("text/event-stream"):
-                return resp.status, await _sse_answer(resp, rid)
-            raw = await resp.read()
-            try:
-                return resp.status, orjson.loads(raw) if raw else None
-            except orjson.JSONDecodeError:
-                return resp.status, None
+        status, got, answer = await self._exchange("POST", self._headers(sid),
+                                                   orjson.dumps(msg), rid)
+        if opening:
+            self.session_id = got.get("mcp-session-id")
+        return status, answer
 
     async def close(self) -> None:
         sid, self.session_id = self.session_id, None
-        if sid is None:
-            return
         try:
-            async with asyncio.timeout(2):
-                async with self.http.get().delete(self.url, headers=self._headers(sid)) as resp:
-                    await resp.read()
-        except (TimeoutError, aiohttp.ClientError):
+            if sid is not None:
+                async with asyncio.timeout(2):
+                    await self._exchange("DELETE", self._headers(sid), b"")
+        except (TimeoutError, H1Error):
             pass
+        finally:
+            self.pool.close()
 
 
-async def _sse_answer(resp: aiohttp.ClientResponse, rid: int) -> Any:
+async def _sse_answer(conn: H1Connection, rid: int | None) -> Any:
     """The JSON-RPC answer to ``rid`` in an SSE stream (notifications before it are
-    skipped)."""
-    data: list[bytes] = []
-    async for line in resp.content:
-        line = line.rstrip(b"\r\n")
-        if line.startswith(b"data:"):
-            data.append(line[5:].lstrip(b" "))
-        elif not line and data:
+    skipped; the rest of the stream read, so that the connection can be reused); None
+    when the stream ends without it."""
+    buf = b""
+    found: Any = None
+    while chunk := await conn.read_some():
+        if found is not None:
+            continue
+        buf += chunk
+        while found is None:
+            end = _event_end(buf)
+            if end is None:
+                break
+            event, buf = buf[:end[0]], buf[end[1]:]
+            data = b"\n".join(line[5:].lstrip(b" ") for line in event.splitlines()
+                              if line.startswith(b"data:"))
             try:
-                msg = orjson.loads(b"\n".join(data))
+                msg = orjson.loads(data) if data else None
             except orjson.JSONDecodeError:
                 msg = None
-            data = []
             if isinstance(msg, dict) and msg.get("id") == rid and "method" not in msg:
-                return msg
-    return None
+                found = msg
+    return found
+
+
+def _event_end(buf: bytes) -> tuple[int, int] | None:
+    """Where the first event of ``buf`` ends and the next begins (a blank line)."""
+    ends = [(i, i + len(sep)) for sep in (b"\r\n\r\n", b"\n\n") if (i := buf.find(sep)) >= 0]
+    return min(ends) if ends else None
 
 
 class StdioUpstream:
