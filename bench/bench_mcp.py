@@ -123,7 +123,8 @@ async def load(url: str, key: str | None, name: str, seconds: float, rate: float
             "p99_ms": 1e3 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
-def start_gateway(tmp: Path, upstream: str) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_gateway(tmp: Path, upstream: str, lean: bool
+                  ) -> tuple[subprocess.Popen[bytes], str, str]:
     from tokenplane.meta.keystore import KeyStore
     home = tmp / "gw"
     store = KeyStore(home / "meta.db")
@@ -133,6 +134,7 @@ def start_gateway(tmp: Path, upstream: str) -> tuple[subprocess.Popen[bytes], st
     cfg.write_text(
         "models: [{alias: m, backends: [{type: sim, replicas: 1}]}]\n"
         "observe: {metrics: {listen: null}, access_log: {enabled: false}}\n"
+        + ("governance: {enabled: false}\n" if lean else "") +
         f"mcp:\n  servers: [{{name: crm, url: '{upstream}'}}]\n"
         "  rules: [{tenant: bench, allow: ['crm__*']}]\n")
     port = free_port()
@@ -155,7 +157,7 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
         gw = None
         try:
             wait_http(upstream, server)
-            gw, url, key = start_gateway(Path(tmp), upstream)
+            gw, url, key = start_gateway(Path(tmp), upstream, args.lean)
             await load(url, key, "crm__echo", 1.0, args.rate)  # warm both
             await load(upstream, None, "echo", 1.0, args.rate)
             rounds = []
@@ -184,6 +186,7 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
         return round(statistics.median(vals), 3)
 
     return {"sessions": SESSIONS, "rate_per_s": args.rate, "seconds": args.seconds,
+            "governance": not args.lean,
             "rounds": rounds,
             "median": {"direct_p50_ms": med(("direct", "p50_ms")),
                        "direct_p99_ms": med(("direct", "p99_ms")),
@@ -247,6 +250,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rate", type=float, default=400.0, help="calls per second in all")
     ap.add_argument("--only", choices=["calls", "filter"])
+    ap.add_argument("--lean", action="store_true",
+                    help="governance off (no audit record, no injection screen)")
     ap.add_argument("--out")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))

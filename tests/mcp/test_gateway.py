@@ -4,7 +4,7 @@ official client through the gateway's /mcp, two tenants."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,20 +16,6 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcp import Client, MCPError
 from tests.gateway.harness import GatewayThread
-from tests.mcp.support import gateway_config, tool_server
-
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[str, str]]:
-    with tool_server("fs") as fs, tool_server("crm") as crm:
-        yield fs, crm
-
-
-@pytest.fixture
-def gw(servers: tuple[str, str], tmp_path: Path) -> Iterator[GatewayThread]:
-    g = GatewayThread(gateway_config(*servers), tmp_path / "gw").start()
-    yield g
-    g.stop()
 
 
 def mcp_url(gw: GatewayThread, server: str | None = None) -> str:
