@@ -349,7 +349,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   DocumentGuard(gw.governance.policies, gw.metrics)
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink,
+                       audit=audit_root(gw.home) if gw.governance is not None else None
+                       ).install(app)
     # with the console on, every tenant's default advice is kept computed for its page
     advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink, keep=config.console.enabled,
                                saved=gw.home / "advice" / "default.json")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mcp import MCPError
 from typer.testing import CliRunner
 
+from mcp import MCPError
 from tests.gateway.harness import GatewayThread
 from tests.mcp.support import gateway_config
 from tests.mcp.test_gateway import client, mcp_url
@@ -64,4 +64,4 @@ async def test_list_and_usage(gw: GatewayThread) -> None:
     assert rows["crm__echo"]["result_tokens"] == 4  # "one two three" + "four"
     assert rows["fs__big"]["truncated"] == 1 and rows["fs__big"]["result_tokens"] <= 64
     assert rows["fs__read"]["denied"] == 1 and rows["fs__read"]["result_tokens"] == 0
-    assert list(rows)[0] == "fs__big"  # the most result tokens first
+    assert next(iter(rows)) == "fs__big"  # the most result tokens first

@@ -13,8 +13,8 @@ from tokenplane.config.console_schema import ConsoleConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.discovery_schema import DiscoveryConfig
 from tokenplane.config.governance_schema import GovernanceConfig
-from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.mcp_schema import McpConfig
+from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
 from tokenplane.config.validators import env_name, http_url

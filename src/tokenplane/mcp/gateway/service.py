@@ -34,6 +34,7 @@ from tokenplane.mcp.listing import LISTS, visible_items
 from tokenplane.mcp.names import qualify, split, split_uri
 from tokenplane.mcp.policy import CONFIRM_META, McpPolicy, Permissions
 from tokenplane.mcp.results import read_texts, result_texts, truncate
+from tokenplane.sessions.tool_links import forwarded_digests
 from tokenplane.tokens.base import Tokenizer
 
 log = logging.getLogger("tokenplane.mcp")
@@ -333,6 +334,7 @@ class McpService:
         texts = result_texts(result)
         entry.content = {**(entry.content or {}), "result": texts}
         self._screen(caller, texts, entry)
+        entry.result_digests = forwarded_digests(texts)
         model = self.model_for(caller.principal, session)
         if model is None or not isinstance(result, dict):
             return result
@@ -352,6 +354,7 @@ class McpService:
                                    {"reason": reason, "limit": limit,
                                     "tokens": cut.tokens_before})
                 entry.flags.append("truncated")
+                entry.result_digests = forwarded_digests(result_texts(cut.result))
                 self.metrics.truncated_tokens.labels(server, tool, caller.principal.tenant) \
                     .inc(cut.tokens_before - cut.tokens_after)
                 return cut.result
@@ -398,8 +401,9 @@ class McpService:
         p = caller.principal
         return McpAuditEntry(request_id=caller.request_id, tenant=p.tenant, key_id=p.key_id,
                              principal=p.department, app=p.app, method=method, server=server,
-                             name=name, decision=decision, session=caller.session_id,
-                             agent_session=caller.agent_session)
+                             name=name, decision=decision, mcp_session=caller.session_id,
+                             session={"id": caller.agent_session}
+                             if caller.agent_session else None)
 
     def _count(self, caller: Caller, server: str, name: str, method: str,
                decision: str) -> None:
