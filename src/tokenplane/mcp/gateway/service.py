@@ -320,12 +320,14 @@ class McpService:
                 entry.decision, entry.reason, entry.verdict = "rate_limited", reason, "block"
                 self._finish(caller, entry, *qualified.split("__", 1))
                 raise RpcError(jsonrpc.RATE_LIMITED, reason,
-                               {"reason": reason, "retry_after_s": round(wait, 3)})
+                               {"reason": reason, "decision": "rate_limited",
+                                "retry_after_s": round(wait, 3)})
         if max_concurrent is not None and not self.inflight.enter(qualified, max_concurrent):
             reason = f"{qualified}: {max_concurrent} calls already in flight (max_concurrent)"
             entry.decision, entry.reason, entry.verdict = "concurrency_limited", reason, "block"
             self._finish(caller, entry, *qualified.split("__", 1))
-            raise RpcError(jsonrpc.RATE_LIMITED, reason, {"reason": reason})
+            raise RpcError(jsonrpc.RATE_LIMITED, reason,
+                           {"reason": reason, "decision": "concurrency_limited"})
 
     def _result(self, caller: Caller, session: McpSession, entry: McpAuditEntry,
                 server: str, tool: str, result: Any, limit: int | None,
@@ -351,7 +353,8 @@ class McpService:
                     entry.decision, entry.reason = "result_refused", reason
                     entry.tokens["result"] = 0
                     raise RpcError(jsonrpc.RESULT_TOO_LARGE, reason,
-                                   {"reason": reason, "limit": limit,
+                                   {"reason": reason, "decision": "result_refused",
+                                    "limit": limit,
                                     "tokens": cut.tokens_before})
                 entry.flags.append("truncated")
                 entry.result_digests = forwarded_digests(result_texts(cut.result))
