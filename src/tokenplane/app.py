@@ -20,6 +20,7 @@ from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
+from tokenplane.api.admin_tools import AdminToolsRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.feedback_routes import FeedbackRoutes
@@ -367,11 +368,13 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                     gw.governance.policies if gw.governance is not None else None, audit)
     if mcp is not None:  # the MCP gateway (docs/MCP.md): not an inference route
         McpRoutes(gw.keys, mcp.service).install(app)
+    AdminToolsRoutes(gw.keys, audit_root(gw.home) if audit is not None else None,
+                     audit.flush if audit is not None else None).install(app)
     if config.console.enabled:  # off the request path: its own routes, read-only
         ConsoleRoutes(ConsoleParts(
             config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
             gw.routing, audit.log.signer.verifier() if audit is not None else None,
-            lambda: gw.meter.prices,
+            lambda: gw.meter.prices, mcp_configured=mcp is not None,
         )).install(app)
     listener, peers = _metrics(app, gw, ids, worker_id, workers)
 
