@@ -355,7 +355,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                        ).install(app)
     # with the console on, every tenant's default advice is kept computed for its page
     advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink, keep=config.console.enabled,
-                               saved=gw.home / "advice" / "default.json")
+                               saved=gw.home / "advice" / "default.json",
+                               audit=audit_root(gw.home) if config.mcp is not None else None)
     advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)

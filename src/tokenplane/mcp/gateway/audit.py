@@ -26,6 +26,7 @@ class McpAuditEntry(AuditEntry):
     flags: list[str] = field(default_factory=list)
     # where the result may be found again: digests of its texts (sessions/tool_links.py)
     result_digests: list[str] = field(default_factory=list)
+    args_digest: str | None = None  # the arguments' digest: repeated calls (the advisor)
     finished: bool = False  # counted and submitted (not a field of the record)
 
     def to_fields(self) -> dict[str, Any]:
@@ -35,6 +36,6 @@ class McpAuditEntry(AuditEntry):
             "decision": self.decision, "reason": self.reason,
             "latency_ms": round(self.latency_ms, 3), "result_bytes": self.result_bytes,
             "mcp_session": self.mcp_session, "flags": self.flags,
-            "result_digests": self.result_digests,
+            "result_digests": self.result_digests, "args_digest": self.args_digest,
         })
         return fields

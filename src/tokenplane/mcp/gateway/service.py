@@ -34,7 +34,7 @@ from tokenplane.mcp.listing import LISTS, visible_items
 from tokenplane.mcp.names import qualify, split, split_uri
 from tokenplane.mcp.policy import CONFIRM_META, McpPolicy, Permissions
 from tokenplane.mcp.results import read_texts, result_texts, truncate
-from tokenplane.sessions.tool_links import forwarded_digests
+from tokenplane.sessions.tool_links import forwarded_digests, result_digest
 from tokenplane.tokens.base import Tokenizer
 
 log = logging.getLogger("tokenplane.mcp")
@@ -263,6 +263,8 @@ class McpService:
         denial = self.policy.check_call(perms, server, tool, args, confirmed)
         entry = self._entry(caller, "tools/call", server, tool, "allow")
         entry.content = {"arguments": args}
+        entry.args_digest = result_digest(orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+                                          .decode())
         if denial is not None:
             entry.decision, entry.reason = denial.decision, denial.reason
             entry.verdict = "block"
