@@ -27,7 +27,6 @@ KINDS: tuple[str, ...] = (
     "right_sizing", "context_dropped", "history_growth", "tool_output_bloat",
     "tool_repeat_calls", "tool_results_dropped",
 )
-TOOL_KINDS = ("tool_repeat_calls", "tool_results_dropped")
 
 
 @dataclass(slots=True)
@@ -43,11 +42,10 @@ def advise(rows: Sequence[Aggregate], feedback: Iterable[FeedbackAggregate],
            tools: Sequence[ToolAggregate] | None = None) -> Advice:
     """Every finding the aggregates support, the biggest money saving first (then
     tokens). ``missing``: kinds whose data the ledger lacks (kind -> why), skipped.
-    ``tools``: the MCP tools' aggregates from the audit log (None: not read)."""
+    ``tools``: the MCP tools' aggregates from the audit log (None: no MCP gateway, so
+    nothing to judge)."""
     th = thresholds or Thresholds()
     skip = dict(missing or {})
-    if tools is None:
-        skip.update(dict.fromkeys(TOOL_KINDS, "no audit log of MCP tool calls was read"))
     found: list[Finding] = []
     # the analyses by app and alias read these sums (summed once; each analysis groups
     # again, which on rows of one alias each costs a copy per row)
@@ -66,8 +64,10 @@ def advise(rows: Sequence[Aggregate], feedback: Iterable[FeedbackAggregate],
     if "right_sizing" not in skip:
         found.extend(right_sizing(per_alias, feedback, rates, window, th))
     if tools is not None:
-        found.extend(repeated_calls(tools, rates, window, th))
-        found.extend(unused_results(tools, rates, window, th))
+        if "tool_repeat_calls" not in skip:
+            found.extend(repeated_calls(tools, rates, window, th))
+        if "tool_results_dropped" not in skip:
+            found.extend(unused_results(tools, rates, window, th))
     found.sort(key=lambda f: (-f.cost_micros_per_month, -f.tokens_per_month, f.kind,
                               f.tenant, f.app, f.model, f.title))
     return Advice(found, skip)
