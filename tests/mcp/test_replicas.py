@@ -1,5 +1,6 @@
 """An MCP session opened on one replica continues on another when the session store is
-the Redis they share (keys in the PostgreSQL metadata database they share)."""
+the Redis they share (keys in the PostgreSQL metadata database they share); the tools'
+rate windows are shared the same way."""
 
 from __future__ import annotations
 
@@ -51,6 +52,19 @@ def test_session_continues_on_a_second_replica(tmp_path: Path) -> None:
             # a replica with its sessions in memory (and its own keys) does not know it
             own = alone.create_key("globex")
             assert _rpc(alone.port, own, call, sid).status_code == 404
+            # fs__read: 3 calls a minute per key, counted across the replicas
+            acme = a.create_key("acme")
+            _known(b, acme)
+            sids = {}
+            for gw in (a, b):
+                got = _rpc(gw.port, acme, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                           "params": {"protocolVersion": "2025-11-25"}})
+                sids[gw.port] = got.headers["mcp-session-id"]
+            read = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "fs__read", "arguments": {"path": "/srv/docs/a"}}}
+            answers = [_rpc(gw.port, acme, read, sids[gw.port]).json() for gw in (a, b, a, b)]
+            assert ["result" in x for x in answers] == [True, True, True, False]
+            assert answers[3]["error"]["code"] == -32029
             # ended on b: gone on a too
             h = {"authorization": f"Bearer {key}", "mcp-session-id": sid}
             assert httpx.delete(f"http://127.0.0.1:{b.port}/mcp", headers=h).status_code == 200

@@ -11,6 +11,7 @@ from tokenplane.config.schema import GatewayConfig
 from tokenplane.governance.audit.service import AuditService
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.mcp.gateway.metrics import McpMetrics
+from tokenplane.mcp.gateway.rates import LocalRates, RateStore, RedisRates
 from tokenplane.mcp.gateway.service import Accounting, McpService
 from tokenplane.mcp.gateway.sessions import MemorySessions, RedisSessions, SessionStore
 from tokenplane.mcp.gateway.upstream import HttpUpstream, StdioUpstream, Upstream
@@ -41,11 +42,14 @@ def build_mcp(config: GatewayConfig, registry: CollectorRegistry,
     for s in cfg.servers:
         upstreams[s.name] = HttpUpstream(s) if s.url is not None else StdioUpstream(s)
     sessions: SessionStore
-    if cfg.sessions == "redis":
+    local = LocalRates(policy.longest_window_s)
+    rates: RateStore = local
+    if cfg.sessions == "redis":  # sessions and rate windows shared by the replicas
         assert config.redis_url is not None
         client = aioredis.Redis.from_url(config.redis_url, socket_timeout=2.0,
                                          socket_connect_timeout=2.0)
         sessions = RedisSessions(client, config.admission.key_prefix, cfg.session_ttl_s)
+        rates = RedisRates(client, config.admission.key_prefix, local)
     else:
         sessions = MemorySessions(cfg.session_ttl_s)
     aliases = [m.alias for m in config.models]
@@ -60,5 +64,5 @@ def build_mcp(config: GatewayConfig, registry: CollectorRegistry,
 
     service = McpService(policy, upstreams, sessions,
                          Accounting(default_model, may_use, tokenizer), McpMetrics(registry),
-                         guards, audit.submit if audit is not None else None)
+                         guards, audit.submit if audit is not None else None, rates=rates)
     return McpParts(service)

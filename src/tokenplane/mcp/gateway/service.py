@@ -26,10 +26,11 @@ from tokenplane.mcp import jsonrpc
 from tokenplane.mcp.gateway.audit import McpAuditEntry
 from tokenplane.mcp.gateway.catalog import Catalog
 from tokenplane.mcp.gateway.metrics import McpMetrics
+from tokenplane.mcp.gateway.rates import LocalRates, RateStore
 from tokenplane.mcp.gateway.sessions import McpSession, SessionStore, new_session_id
 from tokenplane.mcp.gateway.upstream import Upstream, UpstreamError
 from tokenplane.mcp.jsonrpc import Message, RpcError
-from tokenplane.mcp.limits import InFlight, RateLog
+from tokenplane.mcp.limits import InFlight, RateRule
 from tokenplane.mcp.listing import LISTS, visible_items
 from tokenplane.mcp.names import qualify, split, split_uri
 from tokenplane.mcp.policy import CONFIRM_META, McpPolicy, Permissions
@@ -79,7 +80,8 @@ class McpService:
                  sessions: SessionStore, accounting: Accounting, metrics: McpMetrics,
                  guards: GuardPolicies | None = None,
                  audit: Callable[[McpAuditEntry, float], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 rates: RateStore | None = None) -> None:
         self.policy = policy
         self.upstreams = upstreams
         self.sessions = sessions
@@ -89,10 +91,9 @@ class McpService:
         self.audit = audit
         self.clock = clock
         self.catalog = Catalog(upstreams, policy.config.list_ttl_s)
-        self.rates = RateLog()
+        self.rates = rates or LocalRates(policy.longest_window_s)
         self.inflight = InFlight()
         self.max_bytes = policy.config.max_message_bytes
-        self._calls = 0
 
     async def close(self) -> None:
         for up in self.upstreams.values():
@@ -275,8 +276,8 @@ class McpService:
                            {"reason": denial.reason, "decision": denial.decision})
         settings = self.policy.tool(server, tool)
         qualified = qualify(server, tool)
-        self._limits(caller, entry, qualified, settings.rate, settings.rate_by,
-                     settings.max_concurrent)
+        await self._limits(caller, entry, qualified, settings.rate, settings.rate_by,
+                           settings.max_concurrent)
         started = time.perf_counter()
         try:
             params = dict(msg.params)
@@ -306,16 +307,12 @@ class McpService:
         finally:
             self._finish(caller, entry, server, tool)
 
-    def _limits(self, caller: Caller, entry: McpAuditEntry, qualified: str,
-                rate: Any, rate_by: str, max_concurrent: int | None) -> None:
+    async def _limits(self, caller: Caller, entry: McpAuditEntry, qualified: str,
+                      rate: RateRule | None, rate_by: str, max_concurrent: int | None) -> None:
         p = caller.principal
         if rate is not None:
             who = p.key_id if rate_by == "key" else p.tenant if rate_by == "tenant" else "*"
-            now = time.monotonic()
-            self._calls += 1
-            if self._calls % 1024 == 0:
-                self.rates.forget_idle(now, self.policy.longest_window_s)
-            wait = self.rates.take((qualified, who), rate, now)
+            wait = await self.rates.take((qualified, who), rate)
             if wait is not None:
                 reason = (f"{qualified}: at most {rate.calls} calls in {rate.per_s:g} s per "
                           f"{rate_by}; retry in {wait:.1f} s")
