@@ -5,15 +5,17 @@ server directly, and how long filtering ``tools/list`` takes.
    ``tests/mcp/tool_server.py crm``) in its own process, and ``tokenplane serve`` in
    front of it (governance on as by default: audit log, injection screen; result tokens
    counted). 50 concurrent MCP sessions (each initialized, then calling ``echo`` with a
-   short text) send open-loop at a fixed total rate; the same load goes to the server
-   directly and through the gateway, in alternating rounds. Per round: p50 and p99 of
-   each; added = gateway minus direct, per round; figures are medians over rounds.
+   short text) send open-loop at a fixed total rate (100 calls/s: each session every
+   0.5 s); the same load goes to the server directly and through the gateway, a pair
+   of runs per round, their order alternating (ABBA). Per round: p50 and p99 of each;
+   added = gateway minus direct, per round; figures are medians over rounds. The
+   gateway process's CPU per call is measured too (``/proc``).
 2. **tools/list filtering** (``filter``): 500 tools on 5 servers, 200 rules (exact
    names, ``prefix*`` globs, character classes; 20 of them match the caller), the
    principal's view built cold (rules compiled, nothing remembered) and warm (the view
    the gateway keeps per key): the time of ``visible_items`` over all 500 tools.
 
-    python bench/bench_mcp.py [--rounds 5] [--seconds 4] [--rate 400] [--out FILE]
+    python bench/bench_mcp.py [--rounds 10] [--seconds 2] [--rate 100] [--lean] [--out FILE]
 """
 
 from __future__ import annotations
@@ -161,12 +163,23 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
             await load(url, key, "crm__echo", 1.0, args.rate)  # warm both
             await load(upstream, None, "echo", 1.0, args.rate)
             rounds = []
-            for _ in range(args.rounds):
-                direct = await load(upstream, None, "echo", args.seconds, args.rate)
-                cpu0 = cpu_seconds(gw.pid)
-                through = await load(url, key, "crm__echo", args.seconds, args.rate)
+            for i in range(args.rounds):
+                # each round a pair close in time, its order alternating (ABBA): the
+                # machine's load drifts, a pair's two halves see about the same load
+                cpu0 = cpu1 = 0.0
+                if i % 2 == 0:
+                    direct = await load(upstream, None, "echo", args.seconds, args.rate)
+                    cpu0 = cpu_seconds(gw.pid)
+                    through = await load(url, key, "crm__echo", args.seconds, args.rate)
+                    cpu1 = cpu_seconds(gw.pid)
+                else:
+                    cpu0 = cpu_seconds(gw.pid)
+                    through = await load(url, key, "crm__echo", args.seconds, args.rate)
+                    cpu1 = cpu_seconds(gw.pid)
+                    direct = await load(upstream, None, "echo", args.seconds, args.rate)
                 through["gateway_cpu_ms_per_call"] = round(
-                    1e3 * (cpu_seconds(gw.pid) - cpu0) / max(1, through["calls"]), 4)
+                    1e3 * (cpu1 - cpu0) / max(1, through["calls"]), 4)
+                through["load_1m"] = os.getloadavg()[0]
                 rounds.append({"direct": direct, "gateway": through,
                                "added_p50_ms": through["p50_ms"] - direct["p50_ms"],
                                "added_p99_ms": through["p99_ms"] - direct["p99_ms"]})
@@ -246,9 +259,9 @@ def bench_filter(repeat: int = 200) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=4.0)
-    ap.add_argument("--rate", type=float, default=400.0, help="calls per second in all")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rate", type=float, default=100.0, help="calls per second in all")
     ap.add_argument("--only", choices=["calls", "filter"])
     ap.add_argument("--lean", action="store_true",
                     help="governance off (no audit record, no injection screen)")

@@ -55,9 +55,11 @@ def gateway_config(fs_url: str, crm_url: str, **mcp: Any) -> dict[str, Any]:
                        "delete": {"destructive": True},
                        "read": {"rate": {"calls": 3, "per_s": 60}}}},
             {"name": "crm", "url": crm_url},
+            {"name": "dead", "url": f"http://127.0.0.1:{free_port()}/mcp"},  # nobody there
         ],
         "rules": [
-            {"tenant": "acme", "allow": ["fs__[rbds]*", "crm__*", "fs__file:///srv/docs/*"],
+            {"tenant": "acme", "allow": ["fs__[rbds]*", "crm__*", "fs__file:///srv/docs/*",
+                                          "dead__*"],
              "arguments": [{"tool": "fs__read", "argument": "path",
                             "pattern": "/srv/docs/"}]},
             {"tenant": "acme", "app": "ops", "allow": ["fs__inject"]},

@@ -95,6 +95,9 @@ async def test_argument_rule_rate_limit_and_truncation(gw: GatewayThread) -> Non
 async def test_destructive_tool_needs_confirmation(gw: GatewayThread) -> None:
     acme = gw.create_key("acme")
     async with client(mcp_url(gw), acme) as c:
+        listed = {t.name: t for t in (await c.list_tools()).tools}
+        annotations = listed["fs__delete"].annotations
+        assert annotations is not None and annotations.destructive_hint is True
         with pytest.raises(MCPError) as exc:
             await c.call_tool("fs__delete", {"path": "/srv/docs/x"})
         assert exc.value.error.code == -32003
@@ -121,6 +124,12 @@ async def test_a_hanging_server_times_out_and_the_session_goes_on(gw: GatewayThr
         assert exc.value.error.code == -32010
         assert "did not answer within 2 s" in exc.value.error.message
         assert texts(await c.call_tool("crm__echo", {"text": "still here"})) == ["still here"]
+        # a server nobody answers for: left out of the lists, its calls refused
+        with pytest.raises(MCPError) as exc:
+            await c.call_tool("dead__anything", {})
+        assert exc.value.error.code == -32011 and "'dead' is unavailable" in \
+            exc.value.error.message
+        assert len((await c.list_tools()).tools) == 6
 
 
 async def test_resources_and_prompts_are_filtered(gw: GatewayThread) -> None:
@@ -158,6 +167,8 @@ def test_bad_messages_get_json_rpc_errors(gw: GatewayThread) -> None:
         assert r.status_code == 400 and r.json()["error"]["code"] == -32600
         r = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert r.status_code == 400 and "Mcp-Session-Id" in r.json()["error"]["message"]
+        r = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "server/discover"})
+        assert r.status_code == 200 and r.json()["error"]["code"] == -32601
         r = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                       headers={"mcp-session-id": "nope"})
         assert r.status_code == 404

@@ -21,8 +21,8 @@ def visible_items(policy: McpPolicy, perms: Permissions, server: str, method: st
                   found: list[dict[str, Any]], scope: str | None) -> list[dict[str, Any]]:
     """The items of ``server``'s answer to ``method`` the key may use, named for the
     endpoint (``scope``: the server of ``/mcp/{server}``; None: the aggregated one).
-    A tool with ``max_result_tokens`` loses its ``outputSchema``: a cut result carries
-    no ``structuredContent``."""
+    A tool with ``max_result_tokens`` loses its ``outputSchema`` (a cut result carries
+    no ``structuredContent``); a tool marked destructive gets ``destructiveHint``."""
     key = LISTS[method][1]
     out: list[dict[str, Any]] = []
     tools = method == "tools/list"
@@ -34,7 +34,13 @@ def visible_items(policy: McpPolicy, perms: Permissions, server: str, method: st
             item = dict(item)
         if scope is None:
             item[key] = qualify_uri(server, name) if key != "name" else qualify(server, name)
-        if tools and policy.tool(server, name).max_result_tokens is not None:
-            item.pop("outputSchema", None)
+        if tools:
+            settings = policy.tool(server, name)
+            if settings.max_result_tokens is not None:
+                item.pop("outputSchema", None)
+            if settings.destructive:  # what the gateway treats as destructive, said so
+                hints = item.get("annotations")
+                item["annotations"] = {**(hints if isinstance(hints, dict) else {}),
+                                       "destructiveHint": True}
         out.append(item)
     return out

@@ -117,6 +117,10 @@ class McpService:
             self._scope_visible(caller)
             if msg.method == "initialize":
                 return await self._initialize(caller, msg)
+            if msg.method == "server/discover":  # the stateless era's probe: not spoken here
+                raise RpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: server/discover "
+                               f"(this gateway speaks MCP {SUPPORTED_VERSIONS[0]}: send "
+                               "initialize)")
             session = await self._session(caller)
             if msg.notification:
                 return Reply(202)
