@@ -10,7 +10,10 @@ server directly, and how long filtering ``tools/list`` takes.
    of runs per round, their order alternating (ABBA). Per round: p50 and p99 of each;
    added = gateway minus direct, per round; figures are medians over rounds. The
    gateway process's CPU per call is measured too (``/proc``).
-2. **tools/list filtering** (``filter``): 500 tools on 5 servers, 200 rules (exact
+2. **The gateway's own work** (``service``): ``McpService.post`` on a ``tools/call``
+   with an upstream in the process: what the gateway's logic costs, without the
+   transport (with governance: injection screen and audit record; without).
+3. **tools/list filtering** (``filter``): 500 tools on 5 servers, 200 rules (exact
    names, ``prefix*`` globs, character classes; 20 of them match the caller), the
    principal's view built cold (rules compiled, nothing remembered) and warm (the view
    the gateway keeps per key): the time of ``visible_items`` over all 500 tools.
@@ -257,21 +260,89 @@ def bench_filter(repeat: int = 200) -> dict[str, Any]:
             "warm_p50_ms": round(1e3 * statistics.median(warm), 4)}
 
 
+class _Echo:
+    """An upstream in this process: the result a JSON-mode SDK server gives ``echo``."""
+
+    name = "crm"
+
+    async def request(self, method: str, params: dict[str, Any] | None) -> Any:
+        text = (params or {}).get("arguments", {}).get("text", "")
+        return {"content": [{"type": "text", "text": text}], "isError": False,
+                "structuredContent": {"result": text}}
+
+    async def close(self) -> None:
+        return None
+
+
+def bench_service(calls: int = 3000, governance: bool = True) -> dict[str, Any]:
+    """The gateway's own work on a tools/call, no transport: ``McpService.post`` with an
+    upstream in the process (parse, session, rules, limits, the call, the injection
+    screen, token count, audit record, metrics, the answer)."""
+    from prometheus_client import CollectorRegistry
+
+    from tokenplane.auth.principal import Principal
+    from tokenplane.config.governance_schema import GovernanceConfig
+    from tokenplane.config.mcp_schema import McpConfig
+    from tokenplane.governance.guard_policy import GuardPolicies
+    from tokenplane.mcp.gateway.metrics import McpMetrics
+    from tokenplane.mcp.gateway.service import Accounting, Caller, McpService
+    from tokenplane.mcp.gateway.sessions import MemorySessions
+    from tokenplane.mcp.policy import McpPolicy
+    from tokenplane.tokens.registry import TokenizerRegistry
+
+    cfg = McpConfig.model_validate({"servers": [{"name": "crm", "url": "http://h/mcp"}],
+                                    "rules": [{"tenant": "bench", "allow": ["crm__*"]}]})
+    tok = TokenizerRegistry().get("tiktoken:cl100k_base")
+    audited: list[Any] = []
+    service = McpService(
+        McpPolicy(cfg), {"crm": _Echo()}, MemorySessions(3600),
+        Accounting(lambda _: "m", lambda _t, _a: True, lambda _: tok),
+        McpMetrics(CollectorRegistry()),
+        GuardPolicies(GovernanceConfig()) if governance else None,
+        (lambda e, ts: audited.append(e)) if governance else None)
+    who = Principal("key_b", "bench", app="bench")
+
+    async def run() -> list[float]:
+        init = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                             "params": {"protocolVersion": "2025-11-25"}})
+        sid = (await service.post(Caller(who, None), init)).headers["mcp-session-id"]
+        caller = Caller(who, None, session_id=sid)
+        out = []
+        for n in range(-200, calls):  # the first 200: warm-up, not counted
+            body = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                 "params": {"name": "crm__echo",
+                                            "arguments": {"text": f"hello {n} from bench"}}})
+            t0 = time.perf_counter()
+            reply = await service.post(caller, body)
+            if n >= 0:
+                out.append(time.perf_counter() - t0)
+            assert reply.status == 200 and reply.body is not None and "result" in reply.body
+            audited.clear()
+        return out
+
+    lat = sorted(asyncio.run(run()))
+    return {"calls": calls, "governance": governance,
+            "p50_us": round(1e6 * lat[len(lat) // 2], 1),
+            "p99_us": round(1e6 * lat[int(len(lat) * 0.99)], 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--rate", type=float, default=100.0, help="calls per second in all")
-    ap.add_argument("--only", choices=["calls", "filter"])
+    ap.add_argument("--only", choices=["calls", "filter", "service"])
     ap.add_argument("--lean", action="store_true",
                     help="governance off (no audit record, no injection screen)")
     ap.add_argument("--out")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     out: dict[str, Any] = {}
-    if args.only != "calls":
+    if args.only in (None, "filter"):
         out["filter"] = bench_filter()
-    if args.only != "filter":
+    if args.only in (None, "service"):
+        out["service"] = [bench_service(governance=True), bench_service(governance=False)]
+    if args.only in (None, "calls"):
         out["calls"] = asyncio.run(bench_calls(args))
     text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
     print(text)
