@@ -111,9 +111,10 @@ async def load(url: str, key: str | None, name: str, seconds: float, rate: float
                     return
                 await asyncio.sleep(max(0.0, at - time.monotonic()))
                 n += 1
-                body = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                                     "params": {"name": name,
-                                                "arguments": {"text": f"hello {i} {n}"}}})
+                body = orjson.dumps(
+                    {"jsonrpc": "2.0", "id": n, "method": "ping"} if name == "ping" else
+                    {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                     "params": {"name": name, "arguments": {"text": f"hello {i} {n}"}}})
                 t0 = time.perf_counter()
                 async with http.post(url, data=body, headers=h) as r:
                     raw = await r.read()
@@ -183,7 +184,12 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
                 through["gateway_cpu_ms_per_call"] = round(
                     1e3 * (cpu1 - cpu0) / max(1, through["calls"]), 4)
                 through["load_1m"] = os.getloadavg()[0]
-                rounds.append({"direct": direct, "gateway": through,
+                # the same load of pings: the transport and session without a server
+                cpu0 = cpu_seconds(gw.pid)
+                ping = await load(url, key, "ping", args.seconds, args.rate)
+                ping["gateway_cpu_ms_per_call"] = round(
+                    1e3 * (cpu_seconds(gw.pid) - cpu0) / max(1, ping["calls"]), 4)
+                rounds.append({"direct": direct, "gateway": through, "gateway_ping": ping,
                                "added_p50_ms": through["p50_ms"] - direct["p50_ms"],
                                "added_p99_ms": through["p99_ms"] - direct["p99_ms"]})
         finally:
@@ -210,6 +216,8 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
                        "gateway_p99_ms": med(("gateway", "p99_ms")),
                        "added_p50_ms": med(("added_p50_ms",)),
                        "gateway_cpu_ms_per_call": med(("gateway", "gateway_cpu_ms_per_call")),
+                       "ping_p50_ms": med(("gateway_ping", "p50_ms")),
+                       "ping_cpu_ms_per_call": med(("gateway_ping", "gateway_cpu_ms_per_call")),
                        "added_p99_ms": med(("added_p99_ms",))}}
 
 
