@@ -232,6 +232,7 @@ def test_metrics_count_calls(gw: GatewayThread) -> None:
 
     async def go() -> None:
         async with client(mcp_url(gw), key) as c:
+            await c.list_tools()  # as clients do: a listed name is a series of its own
             await c.call_tool("crm__echo", {"text": "a b c"})
     asyncio.run(go())
     body = gw.gateway.metrics.registry
@@ -240,3 +241,14 @@ def test_metrics_count_calls(gw: GatewayThread) -> None:
     assert 'tokenplane_mcp_calls_total{decision="allow",method="tools/call",name="echo",' \
         'server="crm",tenant="globex"} 1.0' in text
     assert 'tokenplane_mcp_result_tokens_total{name="echo",server="crm",tenant="globex"}' in text
+
+    async def unknown() -> None:  # names a client makes up do not become series
+        async with client(mcp_url(gw), key) as c:
+            for name in ("nope__a1", "nope__a2", "crm__made_up"):
+                with pytest.raises(MCPError):
+                    await c.call_tool(name, {})
+    asyncio.run(unknown())
+    text = generate_latest(body).decode()
+    assert "nope" not in text and "made_up" not in text
+    assert 'decision="deny_hidden",method="tools/call",name="(unlisted)",' \
+        'server="(unknown)",tenant="globex"} 2.0' in text

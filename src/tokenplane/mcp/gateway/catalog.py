@@ -20,6 +20,7 @@ class Catalog:
         self.ttl_s = ttl_s
         self.clock = clock
         self._lists: dict[tuple[str, str], tuple[list[dict[str, Any]], float]] = {}
+        self._names: dict[tuple[str, str], frozenset[str]] = {}
 
     async def items(self, server: str, method: str) -> list[dict[str, Any]]:
         key = (server, method)
@@ -40,8 +41,17 @@ class Catalog:
             if not isinstance(cursor, str) or not cursor:
                 break
         self._lists[key] = (out, now)
+        name_key = LISTS[method][1]
+        self._names[key] = frozenset(str(i.get(name_key)) for i in out)
         return out
+
+    def knows(self, server: str, method: str, name: str) -> bool:
+        """Whether ``name`` was in ``server``'s last answer to ``method`` (a list method);
+        False when this worker has not listed it."""
+        names = self._names.get((server, method))
+        return names is not None and name in names
 
     def forget(self, server: str) -> None:
         for key in [k for k in self._lists if k[0] == server]:
             del self._lists[key]
+            self._names.pop(key, None)

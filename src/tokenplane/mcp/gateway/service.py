@@ -263,7 +263,13 @@ class McpService:
                            "object")
         meta = msg.params.get("_meta")
         confirmed = isinstance(meta, dict) and meta.get(CONFIRM_META) is True
-        server, tool = self._target(caller, asked, "tool")
+        try:
+            server, tool = self._target(caller, asked, "tool")
+        except RpcError:  # no such server: audited as a hidden name
+            entry = self._entry(caller, "tools/call", None, asked, "deny_hidden")
+            entry.reason, entry.verdict = f"Unknown tool: {asked}", "block"
+            self._finish(caller, entry, None, asked)
+            raise
         perms = self.policy.for_principal(caller.principal)
         denial = self.policy.check_call(perms, server, tool, args, confirmed)
         entry = self._entry(caller, "tools/call", server, tool, "allow")
@@ -402,7 +408,7 @@ class McpService:
 
     # --- records ----------------------------------------------------------------------
 
-    def _entry(self, caller: Caller, method: str, server: str, name: str,
+    def _entry(self, caller: Caller, method: str, server: str | None, name: str,
                decision: str) -> McpAuditEntry:
         p = caller.principal
         return McpAuditEntry(request_id=caller.request_id, tenant=p.tenant, key_id=p.key_id,
@@ -411,26 +417,41 @@ class McpService:
                              session={"id": caller.agent_session}
                              if caller.agent_session else None)
 
-    def _count(self, caller: Caller, server: str, name: str, method: str,
-               decision: str) -> None:
-        self.metrics.calls.labels(server, name, method, decision,
-                                  caller.principal.tenant).inc()
+    def _labels(self, server: str | None, name: str | None, method: str) -> tuple[str, str]:
+        """Metric labels that a client cannot multiply: a server of the config, a name its
+        last list held (others are ``(unknown)`` and ``(unlisted)``)."""
+        if server is None or server not in self.policy.servers:
+            return "(unknown)", "(unlisted)"
+        listing = _LIST_OF.get(method)
+        if name is None or listing is None or not self.catalog.knows(server, listing, name):
+            return server, "(unlisted)"
+        return server, name
 
-    def _finish(self, caller: Caller, entry: McpAuditEntry, server: str, name: str) -> None:
+    def _count(self, caller: Caller, server: str | None, name: str | None, method: str,
+               decision: str) -> None:
+        s, n = self._labels(server, name, method)
+        self.metrics.calls.labels(s, n, method, decision, caller.principal.tenant).inc()
+
+    def _finish(self, caller: Caller, entry: McpAuditEntry, server: str | None,
+                name: str | None) -> None:
         if entry.finished:
             return
         entry.finished = True
         tenant = caller.principal.tenant
         self._count(caller, server, name, entry.method, entry.decision)
         if entry.method == "tools/call" and entry.decision == "allow":
-            self.metrics.duration.labels(server).observe(entry.latency_ms / 1000)
-            self.metrics.result_bytes.labels(server, name, tenant).inc(entry.result_bytes)
+            s, n = self._labels(server, name, entry.method)
+            self.metrics.duration.labels(s).observe(entry.latency_ms / 1000)
+            self.metrics.result_bytes.labels(s, n, tenant).inc(entry.result_bytes)
             if entry.tokens.get("result"):
-                self.metrics.result_tokens.labels(server, name, tenant) \
-                    .inc(entry.tokens["result"])
+                self.metrics.result_tokens.labels(s, n, tenant).inc(entry.tokens["result"])
         entry.status = 200 if entry.decision == "allow" else 403
         if self.audit is not None:
             self.audit(entry, self.clock())
+
+
+_LIST_OF = {"tools/call": "tools/list", "prompts/get": "prompts/list",
+            "resources/read": "resources/list"}
 
 
 def _relayed(err: RpcError | UpstreamError) -> RpcError:
