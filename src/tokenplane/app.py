@@ -20,11 +20,13 @@ from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
+from tokenplane.api.admin_tools import AdminToolsRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.messages_routes import MessagesRoutes
+from tokenplane.api.mcp_routes import McpRoutes
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -55,6 +57,7 @@ from tokenplane.console.routes import ConsoleRoutes
 from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
+from tokenplane.mcp.gateway.build import build_mcp
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
@@ -357,10 +360,13 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
                   DocumentGuard(gw.governance.policies, gw.metrics)
                   if gw.governance is not None else None).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
-    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
+    AdminSessionRoutes(gw.keys, lambda: gw.meter.sink,
+                       audit=audit_root(gw.home) if gw.governance is not None else None
+                       ).install(app)
     # with the console on, every tenant's default advice is kept computed for its page
     advice = AdminAdviceRoutes(gw.keys, lambda: gw.meter.sink, keep=config.console.enabled,
-                               saved=gw.home / "advice" / "default.json")
+                               saved=gw.home / "advice" / "default.json",
+                               audit=audit_root(gw.home) if config.mcp is not None else None)
     advice.install(app)
     FeedbackRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSloRoutes(gw.keys, gw.slo).install(app)
@@ -369,11 +375,17 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     audit = gw.governance.audit if gw.governance is not None else None
     AdminAuditRoutes(gw.keys, audit_root(gw.home),
                      audit.flush if audit is not None else None).install(app)
+    mcp = build_mcp(config, gw.metrics.registry, gw.allowed_models, gw.counters.tokenizer,
+                    gw.governance.policies if gw.governance is not None else None, audit)
+    if mcp is not None:  # the MCP gateway (docs/MCP.md): not an inference route
+        McpRoutes(gw.keys, mcp.service).install(app)
+    AdminToolsRoutes(gw.keys, audit_root(gw.home) if audit is not None else None,
+                     audit.flush if audit is not None else None).install(app)
     if config.console.enabled:  # off the request path: its own routes, read-only
         ConsoleRoutes(ConsoleParts(
             config.console, gw.home, gw.keys, lambda: gw.meter.sink, gw.admission, gw.limits,
             gw.routing, audit.log.signer.verifier() if audit is not None else None,
-            lambda: gw.meter.prices,
+            lambda: gw.meter.prices, mcp_configured=mcp is not None,
         )).install(app)
     listener, peers = _metrics(app, gw, ids, worker_id, workers)
 
@@ -391,6 +403,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
         if peers is not None:
             await peers.close()
         await advice.close()
+        if mcp is not None:
+            await mcp.close()
         await gw.close()
         directory.close()
 

@@ -18,12 +18,14 @@ from tokenplane.advice.model import (
 from tokenplane.advice.rightsizing import right_sizing
 from tokenplane.advice.rows import alias_key, group
 from tokenplane.advice.templates import template_waste
+from tokenplane.advice.tool_calls import ToolAggregate, repeated_calls, unused_results
 from tokenplane.advice.verbose import verbose_outputs
 from tokenplane.advice.versions import version_efficiency
 
 KINDS: tuple[str, ...] = (
     "template_waste", "cacheable_prefixes", "verbose_outputs", "version_efficiency",
     "right_sizing", "context_dropped", "history_growth", "tool_output_bloat",
+    "tool_repeat_calls", "tool_results_dropped",
 )
 
 
@@ -36,9 +38,12 @@ class Advice:
 def advise(rows: Sequence[Aggregate], feedback: Iterable[FeedbackAggregate],
            rates: Callable[[str], Rates], window: Window,
            thresholds: Thresholds | None = None,
-           missing: dict[str, str] | None = None) -> Advice:
+           missing: dict[str, str] | None = None,
+           tools: Sequence[ToolAggregate] | None = None) -> Advice:
     """Every finding the aggregates support, the biggest money saving first (then
-    tokens). ``missing``: kinds whose data the ledger lacks (kind -> why), skipped."""
+    tokens). ``missing``: kinds whose data the ledger lacks (kind -> why), skipped.
+    ``tools``: the MCP tools' aggregates from the audit log (None: no MCP gateway, so
+    nothing to judge)."""
     th = thresholds or Thresholds()
     skip = dict(missing or {})
     found: list[Finding] = []
@@ -58,6 +63,11 @@ def advise(rows: Sequence[Aggregate], feedback: Iterable[FeedbackAggregate],
             found.extend(analyse(data, rates, window, th))
     if "right_sizing" not in skip:
         found.extend(right_sizing(per_alias, feedback, rates, window, th))
+    if tools is not None:
+        if "tool_repeat_calls" not in skip:
+            found.extend(repeated_calls(tools, rates, window, th))
+        if "tool_results_dropped" not in skip:
+            found.extend(unused_results(tools, rates, window, th))
     found.sort(key=lambda f: (-f.cost_micros_per_month, -f.tokens_per_month, f.kind,
                               f.tenant, f.app, f.model, f.title))
     return Advice(found, skip)

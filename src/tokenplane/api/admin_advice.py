@@ -47,8 +47,9 @@ class AdminAdviceRoutes:
     def __init__(self, keys: KeyStore, sink: Callable[[], LedgerSink],
                  clock: Callable[[], float] = time.time, *, fresh_s: float = 60.0,
                  keep: bool = True, saved: Path | None = None,
-                 grace_s: float = GRACE_S) -> None:
+                 grace_s: float = GRACE_S, audit: Path | None = None) -> None:
         self.keys = keys
+        self.audit = audit  # the audit log's root: the MCP tools' findings
         self.grace_s = grace_s
         self.reader = AdviceReader(sink)  # off the sink's own thread (SQLite)
         self.clock = clock
@@ -93,7 +94,7 @@ class AdminAdviceRoutes:
         now = self.clock()
         doc = await gather_advice(await self.reader.get(), since=self._bound(since, "since", now),
                                   until=self._bound(until, "until", now), tenant=tenant,
-                                  now=now)
+                                  now=now, audit=self.audit)
         return now, await asyncio.to_thread(orjson.dumps, doc)
 
     async def advice(self, request: web.Request) -> web.Response:

@@ -5,19 +5,23 @@
 
 ``Authorization: Bearer <key>``. An admin key sees every tenant (``tenant=`` narrows;
 a session id two tenants used needs it); any other key sees only its own tenant's
-sessions: another tenant's session is a 404, as if it did not exist.
+sessions: another tenant's session is a 404, as if it did not exist. A session's answer
+also holds ``tool_costs``: the MCP calls whose results its steps carried, and each tool's
+share of its input tokens (from the audit log; docs/MCP.md).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 from aiohttp import web
 
 from tokenplane.api.admin_usage import JSON, _bound, _format, _int, authenticate, scope_tenant
 from tokenplane.errors import GatewayError, invalid
+from tokenplane.mcp.gateway.session_tools import session_tool_costs
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.metering.reports import format_rows
 from tokenplane.metering.session_reports import (
@@ -33,10 +37,11 @@ PREFIX = "/admin/v1/sessions"
 
 class AdminSessionRoutes:
     def __init__(self, keys: KeyStore, sink: Callable[[], LedgerSink],
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, audit: Path | None = None) -> None:
         self.keys = keys
         self.sink = sink
         self.clock = clock
+        self.audit = audit  # the audit log's root: the MCP calls behind the steps
 
     def install(self, app: web.Application) -> None:
         app.router.add_get(PREFIX, self.sessions)
@@ -72,4 +77,8 @@ class AdminSessionRoutes:
         if len(found) > 1:
             raise invalid(f"Session '{session_id}' exists in {len(found)} tenants: name one "
                           "with tenant=", param="tenant", code="ambiguous_session")
-        return web.Response(body=orjson.dumps(found[0]), content_type=JSON)
+        report = found[0]
+        if self.audit is not None:  # which tool's results the steps carried (docs/MCP.md)
+            report["tool_costs"] = await session_tool_costs(self.sink(), self.audit,
+                                                            session_id, report["tenant"])
+        return web.Response(body=orjson.dumps(report), content_type=JSON)

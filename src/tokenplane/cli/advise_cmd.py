@@ -17,8 +17,16 @@ import orjson
 import typer
 
 from tokenplane.advice.gateway.source import gather_advice
-from tokenplane.cli.common import ConfigOpt
-from tokenplane.cli.usage_cmd import DbUrl, Home, Tenant, Until, _bound, ledger_target
+from tokenplane.cli.common import ConfigOpt, config_value
+from tokenplane.cli.usage_cmd import (
+    DbUrl,
+    Home,
+    Tenant,
+    Until,
+    _bound,
+    audit_dir,
+    ledger_target,
+)
 from tokenplane.metering.stores.open import open_sink
 
 ADVISE_FORMATS = ("table", "json")
@@ -65,6 +73,8 @@ def register(app: typer.Typer) -> None:
         if lo is not None and hi is not None and lo >= hi:
             raise typer.BadParameter("must be before --until", param_hint="--since")
         target = ledger_target(home, database_url, config)
+        # the MCP tools' findings read the audit log, as the gateway does with mcp: set
+        audit = audit_dir(home, config) if config_value(config, "mcp") else None
 
         from tokenplane.cli.progress import Progress
 
@@ -72,7 +82,8 @@ def register(app: typer.Typer) -> None:
             sink = await open_sink(target)
             try:
                 return await gather_advice(sink, since=lo, until=hi, tenant=tenant, now=now,
-                                           progress=lambda step: bar.step(step, 0))
+                                           progress=lambda step: bar.step(step, 0),
+                                           audit=audit)
             finally:
                 await sink.close()
 

@@ -18,7 +18,7 @@ ConfigOpt = Annotated[str | None, typer.Option(
     "--config", help="The gateway's YAML config: its data_dir and database_url are used.")]
 
 
-def _config_value(config: str | None, name: str) -> str | None:
+def config_value(config: str | None, name: str) -> str | None:
     if config is None:
         return None
     try:
@@ -42,7 +42,7 @@ def data_dir(explicit: str | None = None, config: str | None = None, *,
     looked: list[str] = []
     chosen: str | None = None
     for source, value in (("--home", explicit),
-                          ("--config data_dir", _config_value(config, "data_dir")),
+                          ("--config data_dir", config_value(config, "data_dir")),
                           ("$TOKENPLANE_HOME", os.environ.get("TOKENPLANE_HOME") or None)):
         if value is not None and chosen is None:
             chosen = value
@@ -62,7 +62,7 @@ def data_dir(explicit: str | None = None, config: str | None = None, *,
 def meta_url(config: str | None = None) -> str | None:
     """The metadata database: $TOKENPLANE_DATABASE_URL, else ``--config``'s
     ``database_url`` (None: SQLite in the data directory)."""
-    return database_url() or _config_value(config, "database_url")
+    return database_url() or config_value(config, "database_url")
 
 
 def open_keys(home: Path, config: str | None = None) -> KeyStore:

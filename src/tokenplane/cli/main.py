@@ -16,6 +16,7 @@ from tokenplane.cli.report_cmd import register as register_report
 from tokenplane.cli.serve_cmd import register as register_serve
 from tokenplane.cli.simulate_cmd import register as register_simulate
 from tokenplane.cli.slo_cmd import register as register_slo
+from tokenplane.cli.tools_cmd import register as register_tools
 from tokenplane.cli.usage_cmd import register as register_usage
 
 
@@ -33,6 +34,7 @@ def build_cli() -> typer.Typer:
     register_advise(app)
     register_audit(app)
     register_slo(app)
+    register_tools(app)
     register_replay(app)
     register_plan(app)
     register_report(app)

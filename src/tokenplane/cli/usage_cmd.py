@@ -14,6 +14,7 @@ The ledger is ``$TOKENPLANE_DATABASE_URL`` (PostgreSQL) if set, else
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,8 +23,10 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from tokenplane.cli.common import ConfigOpt, data_dir, meta_url
+from tokenplane.cli.common import DEFAULT_HOME, ConfigOpt, config_value, data_dir, meta_url
 from tokenplane.cli.session_chart import write_waterfall
+from tokenplane.governance.audit.service import audit_root
+from tokenplane.mcp.gateway.session_tools import session_tool_costs
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -51,6 +54,14 @@ Since = Annotated[str | None, typer.Option(help="Start: epoch, ISO date/time (UT
 Until = Annotated[str | None, typer.Option(help="End (exclusive), same forms as --since.")]
 Fmt = Annotated[str, typer.Option("--format", help="table, csv or json.")]
 Tenant = Annotated[str | None, typer.Option(help="Only this tenant.")]
+
+
+def audit_dir(home: str | None, config: str | None) -> Path | None:
+    """The audit log of the data directory ``serve`` would use, if it has one (the MCP
+    calls behind a session's steps)."""
+    chosen = home or config_value(config, "data_dir") or os.environ.get("TOKENPLANE_HOME")
+    root = audit_root(Path(chosen or DEFAULT_HOME))
+    return root if root.is_dir() else None
 
 
 def ledger_target(home: str | None, database_url: str | None,
@@ -209,10 +220,16 @@ def register(app: typer.Typer) -> None:
         _check_format(fmt)
         target = ledger_target(home, database_url, config)
 
+        audit = audit_dir(home, config)
+
         async def go() -> list[dict[str, Any]]:
             sink = await open_sink(target)
             try:
-                return await session_report(sink, session_id, tenant)
+                found = await session_report(sink, session_id, tenant)
+                if len(found) == 1 and audit is not None:  # as the admin API answers
+                    found[0]["tool_costs"] = await session_tool_costs(
+                        sink, audit, session_id, found[0]["tenant"])
+                return found
             finally:
                 await sink.close()
 

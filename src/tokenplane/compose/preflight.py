@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenplane.api.metrics_routes import metrics_token
+from tokenplane.config.mcp_schema import McpConfig
 from tokenplane.config.schema import BackendConfig, GatewayConfig
 from tokenplane.engine.profiles import get_profile
 from tokenplane.governance.analyzer import Analyzer
 from tokenplane.governance.custom import recognizer_from_spec
 from tokenplane.governance.guard_policy import GuardPolicies
+from tokenplane.mcp.arguments import schema_problem
 from tokenplane.metering.price_book import price_book
 from tokenplane.routing.gateway.router import split_rule
 from tokenplane.routing.plugins import RoutingContext
@@ -102,6 +104,8 @@ def preflight(config: GatewayConfig, env: Mapping[str, str] | None = None) -> Fi
     except (ValueError, TypeError) as exc:
         out.errors.append(f"scheduling.classes: {exc}")
     out.errors += _governance_errors(config)
+    out.errors += mcp_errors(config.mcp)
+    out.warnings += mcp_warnings(config.mcp, env)
     # the environment is the host's, not the file's (check runs where secrets are
     # absent, as in CI): warnings here; serve, on its host, refuses to start on them
     out.warnings += [f"{e}; serve refuses to start until it is set" for e in host_errors(config)]
@@ -157,6 +161,25 @@ def _routing_errors(config: GatewayConfig) -> list[str]:
         except (ValueError, TypeError) as exc:
             out.append(f"routing.splits.{alias}: {exc}")
     return sorted(set(out), key=out.index)
+
+
+def mcp_errors(mcp: McpConfig | None) -> list[str]:
+    """The argument rules' JSON Schemas outside the supported subset."""
+    out: list[str] = []
+    for i, rule in enumerate(mcp.rules if mcp is not None else []):
+        for j, a in enumerate(rule.arguments):
+            if a.json_schema is not None:
+                bad = schema_problem(a.json_schema)
+                if bad:
+                    out.append(f"mcp.rules[{i}].arguments[{j}].{bad}")
+    return out
+
+
+def mcp_warnings(mcp: McpConfig | None, env: Mapping[str, str]) -> list[str]:
+    """Header variables the host does not set (the header is then not sent)."""
+    return [f"mcp.servers[{i}].headers_env.{h}: ${v} is not set; the header is not sent"
+            for i, s in enumerate(mcp.servers if mcp is not None else [])
+            for h, v in s.headers_env.items() if v not in env]
 
 
 def _governance_errors(config: GatewayConfig) -> list[str]:

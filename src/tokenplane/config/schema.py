@@ -13,6 +13,7 @@ from tokenplane.config.console_schema import ConsoleConfig
 from tokenplane.config.context_schema import ContextConfig, OverflowConfig
 from tokenplane.config.discovery_schema import DiscoveryConfig
 from tokenplane.config.governance_schema import GovernanceConfig
+from tokenplane.config.mcp_schema import McpConfig
 from tokenplane.config.routing_schema import RoutingConfig, SchedulingConfig
 from tokenplane.config.sessions_schema import SessionsConfig
 from tokenplane.config.slo_schema import SloAlertingConfig, SloConfig
@@ -365,6 +366,7 @@ class GatewayConfig(_Strict):
         default_factory=lambda: SloAlertingConfig())  # type: ignore[call-arg]
     autoscale: AutoscaleConfig = Field(default_factory=lambda: AutoscaleConfig())  # type: ignore[call-arg]
     console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
+    mcp: McpConfig | None = None  # the MCP gateway (docs/MCP.md); None: no /mcp routes
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -394,6 +396,18 @@ class GatewayConfig(_Strict):
                 raise ValueError(f"model {m.alias!r}: overflow.fallback {target!r} has a "
                                  f"window of {other.context_window} tokens, not larger than "
                                  f"{m.context_window}")
+        return self
+
+    @model_validator(mode="after")
+    def _mcp_references(self) -> GatewayConfig:
+        mcp = self.mcp
+        if mcp is None:
+            return self
+        if mcp.sessions == "redis" and not self.redis_url:
+            raise ValueError("mcp.sessions is redis but no redis_url is set")
+        if mcp.accounting_model is not None and self.model(mcp.accounting_model) is None:
+            raise ValueError(f"mcp.accounting_model {mcp.accounting_model!r} is not a model "
+                             "alias")
         return self
 
     @model_validator(mode="after")

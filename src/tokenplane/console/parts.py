@@ -27,3 +27,4 @@ class ConsoleParts:
     routing: Routing | None = None
     audit_verifier: Verifier | None = None  # the audit log's public key (governance.audit)
     prices: Callable[[], PriceBook | None] | None = None  # the meter's price book (cache savings)
+    mcp_configured: bool = False  # the MCP gateway is on (the Tools page says so otherwise)

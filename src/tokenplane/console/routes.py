@@ -32,6 +32,7 @@ from tokenplane.console.pages import (
     overview,
     sessions,
     slos,
+    tools,
     usage,
     versions,
 )
@@ -49,6 +50,7 @@ PAGES: tuple[tuple[str, Builder, bool], ...] = (
     ("slos", slos.build, False),
     ("cluster", cluster.build, True),
     ("sessions", sessions.build, False),
+    ("tools", tools.build, False),
     ("audit", audit.build, False),
     ("versions", versions.build, False),
     ("advice", advice.build, False),

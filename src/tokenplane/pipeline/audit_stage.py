@@ -65,7 +65,19 @@ class AuditFinisher:
             ctx.endpoint.id if ctx.endpoint is not None else None, ctx.http_status,
             _tokens(ctx), _limits(ctx, self.policies.analyzer),
             verdicts, "block" if error in BLOCK_CODES else "flag" if flagged else "allow",
-            content)
+            content, _session(ctx))
+
+
+def _session(ctx: RequestContext) -> dict[str, Any] | None:
+    """The agent session's step and the digests of the tool results its prompt carries
+    (what links a step to the MCP calls that produced them)."""
+    s = ctx.session
+    if s is None:
+        return None
+    out: dict[str, Any] = {"id": s.session_id, "step": s.step}
+    if s.tool_results:
+        out["tool_results"] = list(s.tool_results)
+    return out
 
 
 def _tokens(ctx: RequestContext) -> dict[str, int]:

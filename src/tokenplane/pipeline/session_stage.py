@@ -17,6 +17,7 @@ from tokenplane.sessions.gateway.steps import StepCounter
 from tokenplane.sessions.ids import SESSION_HEADER, STEP_HEADER, session_ref, strip_metadata
 from tokenplane.sessions.settings import SessionSettingsBook
 from tokenplane.sessions.step import SessionStep
+from tokenplane.sessions.tool_links import message_digests
 from tokenplane.sessions.tool_output import CutCache, apply_policy
 from tokenplane.tokens.model_counters import ModelCounters
 
@@ -54,6 +55,8 @@ class SessionStage:
         messages = ctx.body.get("messages")
         if not measure or not isinstance(messages, list) or not ctx.operation.generates:
             return
+        if step is not None:
+            step.tool_results = message_digests(messages)
         tokenizer = self.counters.tokenizer(model.alias)
         out = apply_policy(messages, tool, tokenizer,
                            lambda text: self.counters.count_text(model, text), self.cuts)

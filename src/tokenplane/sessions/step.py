@@ -15,3 +15,5 @@ class SessionStep:
     tool_output_tokens: int = 0
     tool_output_added: int = 0
     tool_output_removed: int = 0
+    # digests of the prompt's tool results (sessions/tool_links.py), for the audit log
+    tool_results: tuple[str, ...] = ()

@@ -12,12 +12,16 @@ import math
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from tokenplane.advice.advisor import KINDS, advise
 from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresholds, Window
+from tokenplane.advice.tool_calls import tool_aggregates
+from tokenplane.governance.audit.multi import log_dirs
+from tokenplane.governance.audit.segments import iter_records
 from tokenplane.metering.advice_rollups import ADVICE_MEASURES, DAY_S
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.feedback import feedback_sums
@@ -132,11 +136,14 @@ def rates_of(book: PriceBook) -> Callable[[str], Rates]:
 
 def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book: PriceBook,
             *, tenant: str | None, lo: float, hi: float, effective: Window, now: float,
-            thresholds: Thresholds | None) -> dict[str, Any]:
-    """The advice document from the grouped rows (pure work: ``gather_advice`` runs it
-    on a worker thread, off the event loop)."""
+            thresholds: Thresholds | None, audit: Path | None = None) -> dict[str, Any]:
+    """The advice document from the grouped rows and, given the audit log's root, its
+    MCP tool calls (``gather_advice`` runs it on a worker thread, off the event loop)."""
+    tools = None
+    if audit is not None:
+        tools = tool_aggregates(tool_records(audit, lo, hi), tenant, book.currency)
     result = advise([to_aggregate(r) for r in rows], feedback, rates_of(book), effective,
-                    thresholds)
+                    thresholds, tools=tools)
     findings = [f.as_dict() for f in result.findings]
     total_micros = sum(f.cost_micros_per_month for f in result.findings)
     return {
@@ -155,7 +162,8 @@ def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book:
 async def gather_advice(sink: LedgerSink, *, since: float | None = None,
                         until: float | None = None, tenant: str | None = None,
                         now: float | None = None, thresholds: Thresholds | None = None,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                        progress: Callable[[str], None] | None = None,
+                        audit: Path | None = None) -> dict[str, Any]:
     """The advice document (docs/ADVICE.md) for ``tenant`` (None: every tenant). The
     sums are the database's; the analyses run on a worker thread, so a gateway's
     event loop is not held by them."""
@@ -175,4 +183,13 @@ async def gather_advice(sink: LedgerSink, *, since: float | None = None,
                        min(hi, now))
     say(f"analysing {len(rows)} aggregate rows")
     return await asyncio.to_thread(analyse, rows, feedback, book, tenant=tenant, lo=lo, hi=hi,
-                                   effective=effective, now=now, thresholds=thresholds)
+                                   effective=effective, now=now, thresholds=thresholds,
+                                   audit=audit)
+
+
+def tool_records(root: Path, lo: float, hi: float) -> list[dict[str, Any]]:
+    """The audit log's MCP and request records of [lo, hi) (the MCP tools' findings)."""
+    first = time.strftime("%Y%m%d", time.gmtime(lo))
+    last = time.strftime("%Y%m%d", time.gmtime(hi))
+    return [r for d in log_dirs(root) for r in iter_records(d, first, last)
+            if r.get("kind") in ("mcp", "request") and lo <= float(r.get("ts") or 0) < hi]

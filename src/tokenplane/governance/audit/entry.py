@@ -23,6 +23,8 @@ class AuditEntry:
     verdicts: dict[str, Any] = field(default_factory=dict)
     verdict: str = "allow"  # allow | flag | block: the summary used by search
     content: Any = None
+    # the agent session: {"id", "step", "tool_results": digests of its tool results}
+    session: dict[str, Any] | None = None
 
     def to_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -40,6 +42,8 @@ class AuditEntry:
             "verdicts": self.verdicts,
             "verdict": self.verdict,
         }
+        if self.session is not None:
+            fields["session"] = self.session
         if self.content is not None:
             fields["content"] = self.content
         return fields
