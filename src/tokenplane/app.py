@@ -11,6 +11,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.gateway.side_calls import SideAdmission
 from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
@@ -65,6 +66,7 @@ from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.cache_stage import CacheBilling
+from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
@@ -122,6 +124,8 @@ class Gateway:
     session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
     cache: ResponseCache | None = None  # the response cache (config.cache)
     autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
+    # the pipeline's off-loop counting slots, shared with POST /v1/context/pack
+    offload: CountOffload = field(default_factory=CountOffload)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -224,7 +228,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log, packer=packer, session_steps=steps, cache=cache)
+                 access_log=access_log, packer=packer, session_steps=steps, cache=cache,
+                 offload=parts.offload)
     gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
                                     lambda: meter.sink, actuators=keda_actuators(config, pools))
     if gw.autoscale is not None:
@@ -345,7 +350,8 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer,
                   DocumentGuard(gw.governance.policies, gw.metrics)
-                  if gw.governance is not None else None).install(app)
+                  if gw.governance is not None else None, offload=gw.offload,
+                  admission=SideAdmission(gw.admission)).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     # with the console on, every tenant's default advice is kept computed for its page

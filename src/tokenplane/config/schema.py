@@ -192,6 +192,10 @@ class AdmissionConfig(_Strict):
     predict_output: bool = True
     debit_granularity: int = Field(16, ge=1, le=100_000)
     clamp_max_tokens: bool = False
+    # bodies refused for their size (context_length_exceeded) a key may send, in
+    # bytes a second and saved up; past them its calls get 429 until it has refilled
+    refused_bytes_per_s: int = Field(1_000_000, ge=1)
+    refused_bytes_burst: int = Field(16_000_000, ge=1)
     reservation_ttl_s: float = Field(900.0, gt=0)
     # concurrency units are leases renewed by each worker's heartbeat: a dead worker's
     # come back within lease_s (shared stores only; one process needs none)

@@ -130,6 +130,7 @@ class AdmissionStage:
             raise unavailable_error(exc) from None
         svc.note_store_health()
         if isinstance(result, Denial):
+            svc.refusals.note(result, now)  # its next calls: 429 before they are counted
             if session is not None and result.scope.kind == "session":
                 svc.metrics.session_budget_denials.labels(p.tenant).inc()
                 raise session_budget_error(

@@ -18,6 +18,7 @@ from pathlib import Path
 from tokenplane.admission.gateway.budget_alerts import BudgetAlerts
 from tokenplane.admission.limit_source import LimitSource
 from tokenplane.admission.limiter import Admission
+from tokenplane.admission.refusals import BytePace, RefusalMemo
 from tokenplane.admission.scopes import Scope, admission_parties
 from tokenplane.admission.stores.base import CounterStore
 from tokenplane.admission.stores.factory import make_store
@@ -51,6 +52,10 @@ class AdmissionService:
         self._price_cache: dict[str, ModelPrice | None] = {}
         self._price_version = ""
         self._chains: dict[tuple[str | None, ...], list[Scope]] = {}
+        # callers past a request rate, refused at once until it has room
+        # (admission/refusals.py); bytes of bodies refused for their size, per key
+        self.refusals = RefusalMemo()
+        self.oversize = BytePace(cfg.refused_bytes_per_s, cfg.refused_bytes_burst)
         self._heartbeat = Periodic("admission-heartbeat", cfg.heartbeat_s, self.beat, log=log,
                                    failure="admission heartbeat failed")
         if isinstance(store, ResilientStore):
