@@ -23,8 +23,10 @@ from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
+from tokenplane.api.early_refusals import refusal_screen
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
+from tokenplane.api.front.screen import FRONT_SCREEN
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -347,11 +349,13 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     directory = open_directory(gw.keys)
     assert gw.admission is not None and gw.limits is not None
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
+    side = SideAdmission(gw.admission)
+    app[FRONT_SCREEN] = refusal_screen(gw.keys, side)  # 429s before megabytes are read
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer,
                   DocumentGuard(gw.governance.policies, gw.metrics)
                   if gw.governance is not None else None, offload=gw.offload,
-                  admission=SideAdmission(gw.admission)).install(app)
+                  admission=side).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     # with the console on, every tenant's default advice is kept computed for its page

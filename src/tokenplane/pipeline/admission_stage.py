@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tokenplane.admission.amounts import Amounts
+from tokenplane.admission.amounts import TOKEN_UNITS, Amounts
+from tokenplane.admission.binding import BoundLimit
 from tokenplane.admission.errors import denial_error, unavailable_error
 from tokenplane.admission.gateway.service import AdmissionService
 from tokenplane.admission.headers import ratelimit_headers
 from tokenplane.admission.outcomes import Denial, Grant, Headroom
-from tokenplane.admission.planning import plan_reservation
+from tokenplane.admission.planning import ReservationPlan, clamp_share, plan_reservation
+from tokenplane.admission.scopes import Scope
 from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.admission.ticket import Ticket
 from tokenplane.config.schema import ModelConfig
@@ -109,39 +111,34 @@ class AdmissionStage:
             return  # nothing limits this caller: no reservation, no store round trip
         prompt = ctx.counts.prompt
         embeddings = not ctx.operation.generates
+        clamp = svc.cfg.clamp_max_tokens and not embeddings
+        # the clamp shares what is left among the tenant's requests in flight
+        others = svc.enter_flight(p.tenant) if clamp else 0
         try:
-            allowed: int | None = None
-            if svc.cfg.clamp_max_tokens and not embeddings:
-                allowed = await svc.admission.allowed_tokens(scopes, now, prompt_tokens=prompt,
-                                                             extra=extra)
-                if allowed == 0:
-                    allowed = None  # nothing left: let the reservation say which limit
-            plan = plan_reservation(
-                prompt, max_tokens=0 if embeddings else ctx.max_tokens,
-                predicted_output=None if embeddings else svc.predict(p, alias, prompt),
-                default_output=svc.cfg.default_output_tokens, allowed_output=allowed,
-                cost=lambda i, o: svc.cost(alias, i, o),
-            )
-            result = await svc.admission.reserve(scopes, plan.amounts, now,
-                                                 reservation_id=ctx.request_id, extra=extra)
-        except StoreUnavailable as exc:
+            try:
+                plan, result = await self._reserve(ctx, scopes, extra, now, clamp, others)
+            except StoreUnavailable as exc:
+                svc.note_store_health()
+                svc.metrics.admission_unavailable.labels(p.tenant).inc()
+                raise unavailable_error(exc) from None
             svc.note_store_health()
-            svc.metrics.admission_unavailable.labels(p.tenant).inc()
-            raise unavailable_error(exc) from None
-        svc.note_store_health()
-        if isinstance(result, Denial):
-            svc.refusals.note(result, now)  # its next calls: 429 before they are counted
-            if session is not None and result.scope.kind == "session":
-                svc.metrics.session_budget_denials.labels(p.tenant).inc()
-                raise session_budget_error(
-                    session.session_id,
-                    describe_denial(session.session_id, result, svc.currency(),
-                                    plan.amounts.of(result.unit)))
-            code = "request_exceeds_limit" if result.never else result.code
-            svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
-            raise denial_error(result, extra_headers=denial_ratelimit_headers(result),
-                               currency=svc.currency())
-        ctx.ticket = Ticket(result, prompt)
+            if isinstance(result, Denial):
+                svc.refusals.note(result, now)  # its next calls: 429 before they are counted
+                if session is not None and result.scope.kind == "session":
+                    svc.metrics.session_budget_denials.labels(p.tenant).inc()
+                    raise session_budget_error(
+                        session.session_id,
+                        describe_denial(session.session_id, result, svc.currency(),
+                                        plan.amounts.of(result.unit)))
+                code = "request_exceeds_limit" if result.never else result.code
+                svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
+                raise denial_error(result, extra_headers=denial_ratelimit_headers(result),
+                                   currency=svc.currency())
+        except BaseException:
+            if clamp:
+                svc.leave_flight(p.tenant)
+            raise
+        ctx.ticket = Ticket(result, prompt, p.tenant if clamp else None)
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)
         if plan.clamped and plan.max_tokens is not None and not embeddings:
@@ -150,6 +147,41 @@ class AdmissionStage:
             g = svc.cfg.debit_granularity
             ctx.stream_guard = StreamDebit(svc, ctx, result, plan.amounts.output_tokens, g,
                                            svc.output_cost(alias, prompt, g))
+
+    async def _reserve(self, ctx: RequestContext, scopes: list[Scope],
+                       extra: list[BoundLimit], now: float, clamp: bool, others: int
+                       ) -> tuple[ReservationPlan, Grant | Denial]:
+        """The plan and its reservation. With the clamp, a token limit in the chain
+        caps ``max_tokens`` at the request's share of what is left and within the
+        window (``clamp_share``), and that whole cap is reserved: the request can
+        never use more than it was granted. A concurrent request may take the room
+        between the read and the reservation: then it is read and tried once more."""
+        svc, p, alias = self.svc, ctx.principal, ctx.alias
+        assert p is not None and alias is not None
+        prompt = ctx.counts.prompt
+        embeddings = not ctx.operation.generates
+        window_room = (ctx.model.context_window - prompt if ctx.model is not None
+                       else prompt + 1)
+        for attempt in (0, 1):
+            allowed: int | None = None
+            if clamp:
+                left = await svc.admission.allowed_tokens(scopes, now, prompt_tokens=prompt,
+                                                          extra=extra)
+                if left:  # None: no token limit; 0: let the reservation say which
+                    allowed = clamp_share(left, others, window_room)
+            plan = plan_reservation(
+                prompt, max_tokens=0 if embeddings else ctx.max_tokens,
+                predicted_output=None if embeddings else svc.predict(p, alias, prompt),
+                default_output=svc.cfg.default_output_tokens, allowed_output=allowed,
+                cost=lambda i, o: svc.cost(alias, i, o), reserve_cap=allowed is not None,
+            )
+            result = await svc.admission.reserve(scopes, plan.amounts, now,
+                                                 reservation_id=ctx.request_id, extra=extra)
+            if not (clamp and attempt == 0 and isinstance(result, Denial) and not result.never
+                    and result.unit in TOKEN_UNITS):
+                break
+            now = time.time()
+        return plan, result
 
     def _clamp(self, ctx: RequestContext, max_tokens: int) -> None:
         assert ctx.principal is not None
@@ -176,6 +208,8 @@ class AdmissionFinisher:
         if ticket is None:
             return
         svc, grant, now = self.svc, ticket.grant, time.time()
+        if ticket.in_flight is not None:
+            svc.leave_flight(ticket.in_flight)
         charge = self.hits.charge(ctx) if self.hits is not None else None
         if charge is not None:  # a cache hit: what the ledger bills it
             actual = Amounts(1, charge.input_tokens, charge.output_tokens, charge.cost_micros)

@@ -27,6 +27,7 @@ from aiohttp import web
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
+from tokenplane.api.front.screen import FRONT_SCREEN, Screen
 from tokenplane.api.front.wire import FrontRequest
 from tokenplane.api.front.writer import ClientStalled
 from tokenplane.api.openai_routes import (
@@ -53,8 +54,9 @@ class Front:
     the count of them per client address (the caps)."""
 
     def __init__(self, routes: OpenAIRoutes, relay: Relay,
-                 limits: FrontLimits | None = None) -> None:
+                 limits: FrontLimits | None = None, screen: Screen | None = None) -> None:
         limits = limits or FrontLimits()
+        self._screen = screen
         self.routes = routes
         self.new_id = routes.new_id
         self.max_body = routes.max_body
@@ -75,6 +77,9 @@ class Front:
         self.refused = 0  # connections refused since the start
         self._warn_after = 0.0
         self._all_closed: asyncio.Event | None = None
+
+    def screen(self, req: FrontRequest) -> GatewayError | None:
+        return self._screen(req.path, req.headers) if self._screen is not None else None
 
     def opened(self, conn: FrontConnection) -> GatewayError | None:
         """Takes a new connection, or refuses it: over ``max_connections`` or over
@@ -239,7 +244,8 @@ class GatewayServer:
         assert inner is not None
         routes = self.app[OPENAI_ROUTES]
         relay = Relay(inner, routes.new_id)
-        front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS))
+        front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS),
+                                        self.app.get(FRONT_SCREEN))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: FrontConnection(front), self.host, self._port,
