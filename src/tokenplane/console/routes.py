@@ -137,7 +137,9 @@ class ConsoleRoutes:
         if session is None:
             return None
         principal = self.parts.keys.authenticate(session.key)  # revoked: None
-        return None if principal is None else (principal, session)
+        if principal is None or self.parts.keys.session_ended(session.sid):
+            return None  # the key revoked, or this session signed out
+        return principal, session
 
     def _to_login(self, request: web.Request) -> web.Response:
         return redirect(f"{PREFIX}/login")
@@ -174,6 +176,9 @@ class ConsoleRoutes:
         found = self._signed_in(request)
         if found is not None and not await self._csrf_ok(request, found[1]):
             return self._forbidden(request)
+        if found is not None:  # ended for every copy of the cookie, on every replica
+            self.parts.keys.end_session(found[1].sid,
+                                        time.time() + self.parts.config.session_ttl_s)
         resp = redirect(f"{PREFIX}/login")
         resp.del_cookie(COOKIE, path=PREFIX)
         return resp
