@@ -75,6 +75,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def console_path(target: str) -> bool:
+    """Whether ``target`` is a path of the console: under ``/console``, relative to
+    this host (no scheme, no host, no ``//`` or ``\\`` a browser reads as one), with no
+    control character (a CR/LF would end the ``Location`` header)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in target) or "\\" in target:
+        return False
+    parts = urlsplit(target)
+    return (not parts.scheme and not parts.netloc and not target.startswith("//")
+            and (parts.path == PREFIX or parts.path.startswith(PREFIX + "/")))
+
+
 def redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, **SECURITY_HEADERS})
 
@@ -194,10 +205,10 @@ class ConsoleRoutes:
 
     async def switch_language(self, request: web.Request) -> web.Response:
         lang = request.query.get("to", "")
-        back = request.query.get("next", "")
-        parts = urlsplit(back)
-        if parts.scheme or parts.netloc or not back.startswith(PREFIX):
-            back = f"{PREFIX}/overview"
+        back = request.query.get("next") or f"{PREFIX}/overview"
+        if not console_path(back):  # never off the console, never a header's end
+            return self._render(request, "error.html", 400, nav=None,
+                                message="error.bad_next")
         resp = redirect(back)
         if lang in LANGUAGES:
             self._cookie(request, resp, LANG_COOKIE, lang, 365 * 86400)
