@@ -192,6 +192,24 @@ class AdmissionStage:
         self.svc.metrics.max_tokens_clamped.labels(ctx.principal.tenant).inc()
 
 
+async def charge_session_hit(svc: AdmissionService, grant: Grant, billed: Amounts,
+                             saved: Amounts, rid: str, now: float) -> None:
+    """A cache hit's answer is in the agent's context all the same: its session's
+    budget counts every token it saved, not what the hit is billed (``billing.tokens``
+    may count none). The tokens beyond the billed ones go on the session's limits only,
+    as a reservation of nothing settled with them (a settlement may pass the limit,
+    as a stream's last chunk may; the session's next step is then refused)."""
+    limits = [b for b in grant.limits if b.scope.kind == "session"]
+    extra = Amounts(0, max(0, saved.input_tokens - billed.input_tokens),
+                    max(0, saved.output_tokens - billed.output_tokens))
+    if not limits or extra.tokens == 0:
+        return
+    store = svc.admission.store
+    held = await store.reserve(grant.tenant, rid, limits, Amounts(), now, svc.admission.ttl_s)
+    if isinstance(held, Grant):
+        await store.reconcile(grant.tenant, rid, limits, extra, now)
+
+
 class AdmissionFinisher:
     """Settles the request's reservation exactly once: real usage, a cache hit's charge
     (``hits``: the one the meter bills it at), or a release."""
@@ -202,6 +220,18 @@ class AdmissionFinisher:
         self.svc = svc
         self.count_text = count_text
         self.hits = hits
+
+    async def _session_hit(self, ctx: RequestContext, grant: Grant, billed: Amounts,
+                           now: float) -> None:
+        hit = ctx.cache_hit
+        if hit is None or ctx.session is None:
+            return
+        saved = Amounts(0, ctx.estimated_input_tokens, hit.entry.output_tokens)
+        try:
+            await charge_session_hit(self.svc, grant, billed, saved,
+                                     f"{grant.reservation_id}#hit", now)
+        except StoreUnavailable:
+            self.svc.note_store_health()
 
     async def finish(self, ctx: RequestContext) -> None:
         ticket, ctx.ticket = ctx.ticket, None
@@ -214,6 +244,7 @@ class AdmissionFinisher:
         if charge is not None:  # a cache hit: what the ledger bills it
             actual = Amounts(1, charge.input_tokens, charge.output_tokens, charge.cost_micros)
             settlement = await svc.admission.reconcile(grant, actual, now)
+            await self._session_hit(ctx, grant, actual, now)
         elif ctx.upstream_start is None:  # never sent: refund everything
             settlement = await svc.admission.release(grant, now)
         else:
