@@ -135,3 +135,16 @@ def test_a_key_sending_refused_bodies_is_paced(gw: GatewayThread) -> None:
     other.chat.completions.create(model=MODEL, messages=HELLO, max_tokens=3)
     client.close()
     other.close()
+
+
+def test_a_chats_documents_are_bounded_in_characters_too(gw: GatewayThread) -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key=gw.create_key("chatbig", app="a"),
+                           max_retries=0)
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=MODEL, messages=HELLO, max_tokens=3,
+            extra_body={"tokenplane": {"context": {"documents": _docs(16, repeat=12)}}})
+    assert info.value.code == "context_too_large"
+    body = info.value.body
+    assert isinstance(body, dict) and body["param"] == "tokenplane.context.documents"
+    client.close()
