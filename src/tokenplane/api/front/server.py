@@ -44,6 +44,7 @@ from tokenplane.errors import GatewayError, error_body
 log = logging.getLogger("tokenplane.api")
 
 _REFUSING_MAX = 64  # 503s to over-cap connections under way at once; more are dropped
+SLOW_S = 1.0  # a connection without a whole request after this long may be shed
 _WARN_EVERY_S = 10.0
 
 
@@ -71,6 +72,11 @@ class Front:
         self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
         self.connections: set[FrontConnection] = set()
+        # admitted connections that have not yet sent a whole request, oldest first
+        # (their open time): when the pool runs low, the oldest slow ones are shed
+        self.unproven: dict[FrontConnection, float] = {}
+        self.reserve = max(1, self.max_connections // 20)
+        self.shed = 0  # slow connections shed since the start
         self.admitted = 0  # connections counted against the caps
         self.by_address: dict[str, int] = {}
         self.refusing = 0  # connections over a cap, being answered 503
@@ -92,10 +98,13 @@ class Front:
         addr = conn.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         held = self.by_address.get(addr, 0)
         cap = self.max_per_address
-        if self.admitted < self.max_connections and (not cap or held < cap):
+        if (not cap or held < cap) and (self.admitted < self.max_connections - self.reserve
+                                         or self._shed_slow()
+                                         or self.admitted < self.max_connections):
             conn.admitted = True
             self.admitted += 1
             self.by_address[addr] = held + 1
+            self.unproven[conn] = time.monotonic()
             return None
         if self.refusing >= _REFUSING_MAX:
             self.connections.discard(conn)  # not tracked: nothing to count down
@@ -115,7 +124,25 @@ class Front:
         return GatewayError(503, f"{what}; close some, or retry later.",
                             code="too_many_connections", headers={"retry-after": "1"})
 
+    def _shed_slow(self) -> bool:
+        """The pool runs low (its last ``reserve`` slots): drops the oldest admitted
+        connection that has not sent a whole request in ``SLOW_S`` (a slow head or
+        body, before any key was seen), so that the slots left go to clients that
+        send their requests, ``/health`` and authenticated keep-alive connections
+        among them. True when one was dropped (its slot is free once it has closed)."""
+        if not self.unproven:
+            return False
+        conn, since = next(iter(self.unproven.items()))
+        if time.monotonic() - since < SLOW_S:
+            return False
+        del self.unproven[conn]
+        self.shed += 1
+        if conn.transport is not None:
+            conn.transport.abort()
+        return True
+
     def closed(self, conn: FrontConnection) -> None:
+        self.unproven.pop(conn, None)
         if conn in self.connections:
             self.connections.discard(conn)
             if conn.admitted:
@@ -131,6 +158,7 @@ class Front:
             self._all_closed.set()
 
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None:
+        self.unproven.pop(conn, None)  # a whole request came: never shed as slow
         if req.error is not None:
             self._error(conn, req, req.error, self.new_id())
         elif req.path in self.inference_paths:
