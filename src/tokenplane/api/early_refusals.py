@@ -23,6 +23,8 @@ def presented_key(headers: CIMultiDict[str]) -> str:
 
 def refusal_screen(keys: KeyStore, side: SideAdmission) -> Screen:
     def screen(path: str, headers: CIMultiDict[str]) -> GatewayError | None:
+        if not path.startswith("/v1/"):  # the API the rates apply to (not admin, console)
+            return None
         key = presented_key(headers)
         principal = keys.authenticate(key) if key else None
         if principal is None:
