@@ -178,6 +178,11 @@ class ServerConfig(_Strict):
     keepalive_s: float = Field(75.0, gt=0, le=3600)
     max_connections: int | None = Field(None, ge=1)
     max_connections_per_address: int = Field(256, ge=0)
+    # how long a worker thread (a large prompt counted, documents packed off the
+    # loop) may hold the interpreter before the event loop gets it back (Python's
+    # switch interval, 5 ms by default: each of a request's waits on the loop could
+    # cost that much while such work runs)
+    thread_switch_ms: float = Field(1.0, gt=0, le=100)
 
 
 class AdmissionConfig(_Strict):
