@@ -11,6 +11,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.gateway.side_calls import SideAdmission
 from tokenplane.admission.stores.local_server import SOCKET_ENV, WORKERS_ENV
 from tokenplane.api.access_log_middleware import access_log_middleware
 from tokenplane.api.admin import AdminRoutes
@@ -23,10 +24,12 @@ from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_tools import AdminToolsRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
+from tokenplane.api.early_refusals import refusal_screen
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.messages_routes import MessagesRoutes
 from tokenplane.api.mcp_routes import McpRoutes
+from tokenplane.api.front.screen import FRONT_SCREEN
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,
@@ -69,6 +72,7 @@ from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
 from tokenplane.pipeline.cache_stage import CacheBilling
+from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.runner import Pipeline
@@ -127,6 +131,8 @@ class Gateway:
     session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
     cache: ResponseCache | None = None  # the response cache (config.cache)
     autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
+    # the pipeline's off-loop counting slots, shared with POST /v1/context/pack
+    offload: CountOffload = field(default_factory=CountOffload)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -229,7 +235,8 @@ def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gatewa
                  build_pipeline(parts, max_attempts=config.routing.max_attempts),
                  services=services, admission=admission, limits=limits, predictor=predictor,
                  tracing=tracing, governance=governance, routing=routing, slo=slo,
-                 access_log=access_log, packer=packer, session_steps=steps, cache=cache)
+                 access_log=access_log, packer=packer, session_steps=steps, cache=cache,
+                 offload=parts.offload)
     gw.autoscale = build_autoscaler(config, home, pools, routing, counters, slo,
                                     lambda: meter.sink, actuators=keda_actuators(config, pools))
     if gw.autoscale is not None:
@@ -355,10 +362,13 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     AdminRoutes(gw.keys, directory, gw.admission, gw.limits).install(app)
     MessagesRoutes(gw.keys, gw.pools, gw.allowed_models, model_map_of(config),
                    gw.counters).install(app)
+    side = SideAdmission(gw.admission)
+    app[FRONT_SCREEN] = refusal_screen(gw.keys, side)  # 429s before megabytes are read
     ContextRoutes(gw.keys, {m.alias: m for m in config.models}, gw.counters.count_text,
                   gw.allowed_models, config.context, gw.packer,
                   DocumentGuard(gw.governance.policies, gw.metrics)
-                  if gw.governance is not None else None).install(app)
+                  if gw.governance is not None else None, offload=gw.offload,
+                  admission=side).install(app)
     AdminUsageRoutes(gw.keys, lambda: gw.meter.sink).install(app)
     AdminSessionRoutes(gw.keys, lambda: gw.meter.sink,
                        audit=audit_root(gw.home) if gw.governance is not None else None

@@ -264,24 +264,31 @@ def test_clamp_and_budget_alerts(tmp_path: Path) -> None:
     try:
         g.call(hook.start())
         prompt = _prompt_tokens(g)
-        limit = 2 * prompt + 100
+        limit = 4 * prompt + 240
         _limit(g, LimitTarget("clamp"), tokens_per_day=limit)
         client = _client(g, g.create_key("clamp", app="a"))
         first = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=60)
         assert first.usage is not None and first.usage.completion_tokens == 60
-        # only 40 output tokens remain: max_tokens 500 is lowered to 40, not refused
+        # a request alone is given at most half of what is left (the rest is kept for
+        # whoever comes next): max_tokens 500 is lowered to that, not refused
+        left = limit - (prompt + 60) - prompt
         second = client.chat.completions.create(model=MODEL, messages=MESSAGES,
                                                 max_tokens=500)
-        assert second.usage is not None and second.usage.completion_tokens == 40
+        assert second.usage is not None and second.usage.completion_tokens == left // 2
         assert second.choices[0].finish_reason == "length"
-        g.call(hook.wait(3))
-        assert sorted(p["threshold_pct"] for p in hook.posts) == [50, 80, 100]
+        left -= left // 2 + prompt
+        third = client.chat.completions.create(model=MODEL, messages=MESSAGES,
+                                               max_tokens=500)
+        assert third.usage is not None and third.usage.completion_tokens == left // 2
+        g.call(hook.wait(2))
+        # 3 prompts + 60 + 105 + 45 of 300 (85% with its 15-token prompt): 50% and 80%
+        assert sorted(p["threshold_pct"] for p in hook.posts) == [50, 80]
         assert all(p["tenant"] == "clamp" and p["limit_name"] == "tokens_per_day"
                    for p in hook.posts)
         text = g.gateway.metrics.render().decode()
         assert 'tokenplane_budget_alerts_total{limit="tokens_per_day",scope="tenant",' \
-               'tenant="clamp",threshold="100"} 1.0' in text
-        assert 'tokenplane_max_tokens_clamped_total{tenant="clamp"} 1.0' in text
+               'tenant="clamp",threshold="80"} 1.0' in text
+        assert 'tokenplane_max_tokens_clamped_total{tenant="clamp"} 2.0' in text
         client.close()
     finally:
         g.call(hook.stop())

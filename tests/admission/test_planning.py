@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tokenplane.admission import Amounts, Denial, Scope, StoreUnavailable
 from tokenplane.admission.errors import denial_error, unavailable_error
-from tokenplane.admission.planning import plan_reservation
+from tokenplane.admission.planning import clamp_share, plan_reservation
 
 MAYBE = st.none() | st.integers(0, 5000)
 
@@ -67,3 +67,34 @@ def test_bad_plans_and_amounts_are_refused() -> None:
     with pytest.raises(ValueError, match="input_tokens"):
         Amounts(1, -5)
     assert orjson.dumps(Amounts(1, 2, 3, 4).vector()) == b"[1,2,3,4]"
+
+
+@given(allowed=st.integers(-5, 100_000), in_flight=st.integers(0, 64),
+       room=st.integers(-5, 10_000))
+def test_clamp_share_is_within_the_window_and_a_share_of_what_is_left(
+        allowed: int, in_flight: int, room: int) -> None:
+    share = clamp_share(allowed, in_flight, room)
+    if allowed <= 0 or room <= 0:
+        assert share == 0
+        return
+    assert 1 <= share <= room
+    # at most this request's part of what is left, shared with those in flight and
+    # one more to come (1 at the least, while anything is left)
+    assert share <= max(1, allowed // (in_flight + 2))
+    # a burst, each reserving its share of what the ones before it left: together
+    # never past what was left
+    left, taken = allowed, 0
+    for k in range(in_flight + 1):
+        s = clamp_share(left, k, room)
+        taken, left = taken + s, left - s
+    assert taken <= allowed and left >= 0
+
+
+@given(prompt=st.integers(0, 5000), max_tokens=MAYBE, allowed=st.integers(1, 5000))
+def test_the_clamp_reserves_its_whole_cap(prompt: int, max_tokens: int | None,
+                                          allowed: int) -> None:
+    plan = plan_reservation(prompt, max_tokens=max_tokens, predicted_output=7,
+                            allowed_output=allowed, reserve_cap=True)
+    assert plan.max_tokens is not None
+    assert plan.amounts.output_tokens == max(plan.max_tokens, 1 if plan.max_tokens else 0)
+    assert plan.max_tokens == min(allowed, max_tokens if max_tokens is not None else allowed)

@@ -157,10 +157,29 @@ def test_language_follows_the_browser_and_the_switch(console: Console) -> None:
         assert "登录" in h.get("/console/login", headers={"accept-language": "zh-CN,zh;q=0.9"}).text
         en = h.get("/console/login", headers={"accept-language": "fr, en;q=0.5"}).text
         assert "Sign in" in en and "登录" not in en.split("<main>")[-1]
-        r = h.get("/console/lang", params={"to": "zh-CN", "next": "https://evil.example/"})
-        assert r.headers["location"] == "/console/overview"  # never off the console
+        r = h.get("/console/lang", params={"to": "zh-CN"})
+        assert r.headers["location"] == "/console/overview"  # no next: the overview
         assert "tp_lang=zh-CN" in r.headers["set-cookie"]
+        r = h.get("/console/lang", params={"to": "en", "next": "/console/usage?days=7"})
+        assert r.headers["location"] == "/console/usage?days=7"
+        h.get("/console/lang", params={"to": "zh-CN"})
         assert "登录" in h.get("/console/login", headers={"accept-language": "en"}).text
+
+
+def test_a_next_that_is_not_a_console_path_is_a_400(console: Console) -> None:
+    # never off the console, and a CR/LF never reaches the Location header (it used
+    # to end in a 502 and a traceback, without signing in)
+    bad = ("https://evil.example/", "//evil.example/console", "/\\evil.example",
+           "/console/usage\r\nSet-Cookie: x=1", "/console\n", "/consolex", "/admin/v1/keys",
+           "javascript:alert(1)")
+    with httpx.Client(base_url=console.base, timeout=30) as h:
+        for target in bad:
+            r = h.get("/console/lang", params={"to": "en", "next": target})
+            assert r.status_code == 400, (target, r.status_code, r.text[:200])
+            assert "not a page of this console" in r.text
+            assert "set-cookie" not in r.headers and "location" not in r.headers
+        raw = h.get("/console/lang?to=en&next=/console/usage%0d%0aX-Evil:%201")
+        assert raw.status_code == 400 and "x-evil" not in raw.headers
 
 
 def test_catalogs_translate_every_string_the_templates_show() -> None:

@@ -109,3 +109,37 @@ def test_a_client_that_reads_nothing_stops_the_upstream_and_is_ended(
     # from the upstream (one token per event), a small part of the flood
     assert 0 < row["output_tokens"] <= read[0] // len(FLOOD_EVENT)
     assert row["output_tokens"] < FLOOD // 10
+
+
+def test_a_stalled_client_is_ended_at_the_stall_time_not_the_upstreams_silence(
+        upstream: FakeUpstream, tmp_path: Path) -> None:
+    """Back-pressure is not upstream silence (issue 33, finding 6): with
+    ``between_tokens`` (1 s) shorter than ``stream_stall_timeout_s`` (3 s), a client
+    that reads nothing is ended at the stall time and recorded ``client_stalled``, not
+    cut at the upstream's ``between_tokens`` and recorded ``client_disconnected``."""
+    cfg = {"server": {"stream_stall_timeout_s": 3.0},
+           "models": [{"alias": "m", "tokenizer": "cl100k_base", "backends": [
+               {"type": "vllm", "base_url": upstream.base_url,
+                "timeouts": {"first_token": 1.0, "between_tokens": 1.0}}]}]}
+    gw = GatewayThread(cfg, tmp_path).start()
+    try:
+        key = gw.create_key(app="stall2")
+        body = orjson.dumps({"model": "m", "user": "flood", "stream": True,
+                             "messages": [{"role": "user", "content": "hi"}]})
+        before = upstream.flood_bytes  # the module's upstream: earlier floods counted
+        c = Client(gw.port, rcvbuf=4096)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        c.send(request("POST", "/v1/chat/completions", body, headers={
+            "authorization": f"Bearer {key}", "content-type": "application/json"}))
+        start = time.monotonic()
+        upstream.wait_until(lambda u: u.flood_bytes > before, 10, "no flood began")
+        upstream.wait_until(lambda u: u.flooding == 0, 20,
+                            "the stalled stream was not ended")
+        took = time.monotonic() - start
+        assert 2.5 <= took < 15, took  # the stall time, not between_tokens
+        c.close()
+    finally:
+        gw.stop()
+    (row,) = gw.ledger_rows("app = 'stall2'")
+    assert (row["status"], row["http_status"], row["error_code"]) == \
+        ("cancelled", 499, "client_stalled")

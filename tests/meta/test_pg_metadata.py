@@ -77,7 +77,8 @@ def _admin(gw: GatewayThread, key: str) -> httpx.Client:
 def test_migrations_apply_once(pg_url: str) -> None:
     first, second = PgMeta(pg_url), PgMeta(pg_url)
     try:
-        assert first.fetch("SELECT version FROM meta_migrations") == [(1,)]
+        assert first.fetch("SELECT version FROM meta_migrations ORDER BY version") == [
+            (1,), (2,)]
         assert second.fetch("SELECT count(*) FROM meta_version") == [(1,)]
     finally:
         first.close()
@@ -184,3 +185,21 @@ def test_a_gateway_reconnects_after_losing_its_connection(
     _synced(a, b)
     _chat(b, key)
     assert _meta(b).fetch("SELECT pg_backend_pid()") != [(pid,)]
+
+
+def test_limits_for_a_tenant_that_does_not_exist_are_refused_on_postgres(
+        pair: tuple[GatewayThread, GatewayThread]) -> None:
+    """One rule for every way in (issue 33, finding 10): PUT /admin/v1/limits refuses a
+    tenant the shared directory does not have, as the CLI and POST do."""
+    a, b = pair
+    admin_key = a.create_key("ops", admin=True)
+    _synced(a, b)
+    with _admin(b, admin_key) as admin:
+        r = admin.put("/limits", json={"target": {"tenant": "ghostco"}, "limits": {"rpm": 5}})
+        assert r.status_code == 404, r.text
+        err = r.json()["error"]
+        assert (err["code"], err["param"]) == ("target_not_found", "target.tenant")
+        assert admin.get("/limits", params={"tenant": "ghostco"}).json()["data"] == []
+        assert admin.post("/tenants", json={"name": "ghostco"}).status_code == 201
+        r = admin.put("/limits", json={"target": {"tenant": "ghostco"}, "limits": {"rpm": 5}})
+        assert r.status_code == 200, r.text

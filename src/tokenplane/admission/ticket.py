@@ -12,3 +12,6 @@ from tokenplane.admission.outcomes import Grant
 class Ticket:
     grant: Grant
     prompt_tokens: int
+    # the tenant whose clamped requests in flight this one is counted among (the
+    # share ``clamp_max_tokens`` gives each), until it is settled
+    in_flight: str | None = None

@@ -4,7 +4,13 @@ counts), ``documents``, ``budget_tokens``, and either ``messages`` (the last use
 message is the query BM25 ranks against) or ``query``, and ``options``; the answer:
 ``{text, tokens, citations, kept, dropped, offered_tokens, kept_tokens,
 dropped_tokens}``. The same packer and counts as a chat request's
-``tokenplane.context``; any key may call it (nothing is sent upstream, nothing billed).
+``tokenplane.context``; any key may call it (nothing is sent upstream, nothing billed),
+but the limits count it like any request: one request and the tokens it counted
+(every offered document's) against the caller's rates (429 when spent,
+``admission/gateway/side_calls.py``). Bounded like a chat's documents
+(``context.max_documents``, ``context.max_characters``: 400), and packed off the
+event loop, in turn per tenant (``pipeline/count_offload.py``), when the body is
+large.
 With governance, the documents are screened for prompt injection by the caller's
 policy as a chat's are (``pipeline/document_guard.py``: dropped with reason
 ``injection``, or a 400 ``prompt_injection_blocked``; a flagged one sets
@@ -14,11 +20,13 @@ back to whoever sent it, and a chat that sends it on applies the prompt rules th
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 import orjson
 from aiohttp import web
 
+from tokenplane.admission.gateway.side_calls import SideAdmission
 from tokenplane.api.admin_usage import authenticate
 from tokenplane.config.context_schema import ContextConfig
 from tokenplane.config.schema import ModelConfig
@@ -33,6 +41,7 @@ from tokenplane.operations import validate as v
 from tokenplane.operations.context_fields import pack_body
 from tokenplane.operations.fields import Obj
 from tokenplane.operations.schemas import chat_messages
+from tokenplane.pipeline.count_offload import OFFLOAD_BYTES, CountOffload
 from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.guard_stages import check_model
 
@@ -47,8 +56,9 @@ class ContextRoutes:
     def __init__(self, keys: KeyStore, models: dict[str, ModelConfig],
                  count_text: Callable[[ModelConfig, str], int],
                  allowed: Callable[[str], set[str] | None], config: ContextConfig,
-                 packer: ContextPacker | None = None, guard: DocumentGuard | None = None
-                 ) -> None:
+                 packer: ContextPacker | None = None, guard: DocumentGuard | None = None,
+                 *, offload: CountOffload | None = None,
+                 admission: SideAdmission | None = None) -> None:
         self.keys = keys
         self.models = models
         self.count_text = count_text
@@ -56,6 +66,8 @@ class ContextRoutes:
         self.config = config
         self.packer = packer if packer is not None else ContextPacker()
         self.guard = guard
+        self.offload = offload if offload is not None else CountOffload()
+        self.admission = admission
         self.spec = body_spec()
 
     def install(self, app: web.Application) -> None:
@@ -63,8 +75,11 @@ class ContextRoutes:
 
     async def pack(self, request: web.Request) -> web.Response:
         principal = authenticate(self.keys, request)
+        if self.admission is not None:  # past its rate already: refused before parsing
+            self.admission.precheck(principal)
         v.check_content_type(request.headers.get("content-type"))
-        body = v.parse_json_object(await request.read())
+        data = await request.read()
+        body = v.parse_json_object(data)
         self.spec.check(body)
         alias = body["model"]
         model = self.models.get(alias)
@@ -82,6 +97,11 @@ class ContextRoutes:
             raise invalid(f"'documents' has {len(items)} documents; at most "
                           f"{self.config.max_documents} are accepted.", param="documents",
                           code="too_many_documents")
+        chars = sum(len(d["text"]) for d in items)
+        if chars > self.config.max_characters:
+            raise invalid(f"'documents' hold {chars} characters; at most "
+                          f"{self.config.max_characters} are accepted.", param="documents",
+                          code="context_too_large")
         dup = duplicate_id(items)
         if dup is not None:
             raise invalid(f"'documents[{dup}].id' repeats the id {items[dup]['id']!r}",
@@ -108,13 +128,30 @@ class ContextRoutes:
             return self.packer.pack(query, kept, body["budget_tokens"], count, opts)
 
         headers: dict[str, str] = {}
-        if self.guard is None or policy is None or not guards_documents(policy, pii=False):
-            packed = pack(docs)
-        else:
+
+        def work() -> Packed:
+            if self.guard is None or policy is None or not guards_documents(policy, pii=False):
+                return pack(docs)
             packed, screened = self.guard.pack(principal.tenant, GuardState(policy), docs,
                                                "documents", pack, count, pii=False)
             if screened.flagged:
                 headers[INJECTION_HEADER] = "flagged"
+            return packed
+
+        grant = (await self.admission.admit(principal, alias, uuid.uuid4().hex)
+                 if self.admission is not None else None)
+        counted = 0
+        try:
+            if len(data) >= OFFLOAD_BYTES:
+                # many documents: counted and analysed on a worker thread, in turn per
+                # tenant, so one tenant's packs never hold the loop or another's turn
+                packed = await self.offload.run(principal.tenant, work)
+            else:
+                packed = work()
+            counted = packed.offered_tokens
+        finally:
+            if self.admission is not None:
+                await self.admission.settle(grant, counted)
         return web.Response(body=orjson.dumps({"object": "context.pack", "model": alias,
                                                **packed_json(packed)}),
                             content_type="application/json", headers=headers)

@@ -44,13 +44,19 @@ class CachePolicy:
         exact = cfg.exact.enabled
         semantic = cfg.semantic.enabled
         loose = cfg.exact.nondeterministic
+        loose_semantic = cfg.semantic.nondeterministic
         threshold = cfg.semantic.threshold
         if rule is not None:
             exact = exact if rule.exact is None else rule.exact
             semantic = semantic if rule.semantic is None else rule.semantic
-            loose = loose if rule.nondeterministic is None else rule.nondeterministic
+            if rule.nondeterministic is not None:  # a rule opts both in (or out)
+                loose = loose_semantic = rule.nondeterministic
             threshold = threshold if rule.threshold is None else rule.threshold
         if not cfg.enabled:
             return CacheDecision(False, False, threshold)
-        exact = exact and (loose or deterministic(body))
+        # the same rule for both: a sampled answer is one of many, whether it is
+        # found by its exact key or by a question that means the same
+        sure = deterministic(body)
+        semantic = semantic and (loose_semantic or sure)
+        exact = exact and (loose or sure)
         return CacheDecision(exact, semantic, threshold)

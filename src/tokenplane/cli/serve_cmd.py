@@ -109,6 +109,8 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
 
     raise_nofile()  # the connection cap is derived from it (server.max_connections)
     cfg = load_config(cfg_path)
+    # the loop gets the interpreter back soon from the threads counting and packing
+    sys.setswitchinterval(cfg.server.thread_switch_ms / 1000)
     app = build_app(cfg, worker_id=f"w{index}", workers=workers)
     settle_heap()
     # one process serves: it says so itself; several: the supervisor does, once all serve

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from opentelemetry.trace import Tracer
 
 from tokenplane.admission.gateway.service import AdmissionService
+from tokenplane.admission.gateway.side_calls import SideAdmission
 from tokenplane.auth.principal import Principal
 from tokenplane.cache.gateway.service import ResponseCache
 from tokenplane.compose.governance import Governance
@@ -43,6 +44,7 @@ from tokenplane.pipeline.guard_stages import ContextPolicyStage, InputGuardStage
 from tokenplane.pipeline.meter_stage import MeterFinisher
 from tokenplane.pipeline.output_guard import GuardedCall
 from tokenplane.pipeline.overflow import Overflow
+from tokenplane.pipeline.pace_stage import PaceStage, SizeRefusalFinisher
 from tokenplane.pipeline.runner import Pipeline
 from tokenplane.pipeline.session_stage import SessionStage
 from tokenplane.pipeline.slo_stage import SloFinisher
@@ -83,6 +85,9 @@ class PipelineParts:
     cache: ResponseCache | None = None  # the response cache (config.cache)
     metrics: GatewayMetrics | None = None  # the guards' injection verdicts
     model_map: ModelMap | None = None  # the model names clients send -> aliases
+    # large prompts counted, many documents packed, off the loop (shared with
+    # POST /v1/context/pack: one set of slots, one rotation of tenants)
+    offload: CountOffload = field(default_factory=CountOffload)
 
 
 def guard_may_change(policies: GuardPolicies) -> Callable[[Principal], bool]:
@@ -102,9 +107,10 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     gov, routing, counters = parts.governance, parts.routing, parts.counters
     overflow = Overflow([p.model for p in parts.pools.values()], parts.context, parts.pools,
                         counters, parts.allowed_models)
-    offload = CountOffload()  # large prompts counted, many documents packed, off the loop
-    stages: list[Stage] = [AuthStage(parts.keys), ValidateStage(parts.pools, parts.allowed_models,
-                                                                 parts.model_map)]
+    offload = parts.offload
+    side = SideAdmission(parts.admission)  # callers past a rate refused at once
+    stages: list[Stage] = [AuthStage(parts.keys), PaceStage(side),
+                           ValidateStage(parts.pools, parts.allowed_models, parts.model_map)]
     if parts.sessions is not None:  # before counting: its tool-output policy may shrink it
         stages.append(parts.sessions)
     documents = DocumentGuard(gov.policies, parts.metrics) if gov is not None else None
@@ -138,6 +144,7 @@ def build_pipeline(parts: PipelineParts, *, max_attempts: int) -> Pipeline:
     if gov is not None and gov.audit is not None:
         finishers.append(AuditFinisher(gov.audit, gov.policies))
     finishers.append(AdmissionFinisher(parts.admission, counters.count_text, parts.meter.hits))
+    finishers.append(SizeRefusalFinisher(side))  # oversized prompts count against rpm
     if parts.tracer is not None:
         finishers.append(SpanFinisher(parts.tracer, counters.count_text))
     if parts.access_log is not None:  # last: it reads the settled counts

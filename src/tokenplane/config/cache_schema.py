@@ -32,12 +32,15 @@ class ExactCacheConfig(_Strict):
 class SemanticCacheConfig(_Strict):
     """``enabled``: the default for requests no rule names (off: a rule opts an app or a
     model in). A hit: the user's turn within ``threshold`` cosine of a cached one, and
-    everything else equal (docs/CACHE.md). ``max_entries`` over all partitions."""
+    everything else equal (docs/CACHE.md). ``max_entries`` over all partitions. As
+    for the exact cache, only deterministic requests are stored and served unless
+    ``nondeterministic`` (here or in a rule) opts the others in."""
 
     enabled: bool = False
     threshold: float = Field(SHIPPED_THRESHOLD, gt=0, le=1)
     ttl_s: float = Field(3600.0, gt=0)
     max_entries: int = Field(100_000, ge=1)
+    nondeterministic: bool = False
 
 
 class CacheBillingConfig(_Strict):

@@ -48,7 +48,8 @@ class AppOverflowConfig(_Strict):
 
 class ContextConfig(_Strict):
     """RAG context packing (the ``tokenplane.context`` object of a chat request):
-    at most ``max_documents`` documents; with no budget in the request, at most
+    at most ``max_documents`` documents of at most ``max_characters`` characters in
+    all (also the bound of ``POST /v1/context/pack``); with no budget in the request, at most
     ``default_budget_share`` of the model's window (never more than the window less
     the rest of the prompt and the output reservation); the packed documents go in a
     message of their own, a ``system`` one after the system prompt or a ``user`` one
@@ -56,6 +57,7 @@ class ContextConfig(_Strict):
     overflow policies per tenant or app."""
 
     max_documents: int = Field(256, ge=1, le=10_000)
+    max_characters: int = Field(2_000_000, ge=1, le=100_000_000)
     default_budget_share: float = Field(0.5, gt=0, le=1)
     placement: Placement = "system"
     apps: list[AppOverflowConfig] = Field(default_factory=list)

@@ -195,6 +195,11 @@ class ServerConfig(_Strict):
     keepalive_s: float = Field(75.0, gt=0, le=3600)
     max_connections: int | None = Field(None, ge=1)
     max_connections_per_address: int = Field(256, ge=0)
+    # how long a worker thread (a large prompt counted, documents packed off the
+    # loop) may hold the interpreter before the event loop gets it back (Python's
+    # switch interval, 5 ms by default: each of a request's waits on the loop could
+    # cost that much while such work runs)
+    thread_switch_ms: float = Field(1.0, gt=0, le=100)
 
 
 class AdmissionConfig(_Strict):
@@ -209,6 +214,10 @@ class AdmissionConfig(_Strict):
     predict_output: bool = True
     debit_granularity: int = Field(16, ge=1, le=100_000)
     clamp_max_tokens: bool = False
+    # bodies refused for their size (context_length_exceeded) a key may send, in
+    # bytes a second and saved up; past them its calls get 429 until it has refilled
+    refused_bytes_per_s: int = Field(1_000_000, ge=1)
+    refused_bytes_burst: int = Field(16_000_000, ge=1)
     reservation_ttl_s: float = Field(900.0, gt=0)
     # concurrency units are leases renewed by each worker's heartbeat: a dead worker's
     # come back within lease_s (shared stores only; one process needs none)

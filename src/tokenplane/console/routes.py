@@ -77,6 +77,17 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def console_path(target: str) -> bool:
+    """Whether ``target`` is a path of the console: under ``/console``, relative to
+    this host (no scheme, no host, no ``//`` or ``\\`` a browser reads as one), with no
+    control character (a CR/LF would end the ``Location`` header)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in target) or "\\" in target:
+        return False
+    parts = urlsplit(target)
+    return (not parts.scheme and not parts.netloc and not target.startswith("//")
+            and (parts.path == PREFIX or parts.path.startswith(PREFIX + "/")))
+
+
 def redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, **SECURITY_HEADERS})
 
@@ -139,7 +150,9 @@ class ConsoleRoutes:
         if session is None:
             return None
         principal = self.parts.keys.authenticate(session.key)  # revoked: None
-        return None if principal is None else (principal, session)
+        if principal is None or self.parts.keys.session_ended(session.sid):
+            return None  # the key revoked, or this session signed out
+        return principal, session
 
     def _to_login(self, request: web.Request) -> web.Response:
         return redirect(f"{PREFIX}/login")
@@ -176,6 +189,9 @@ class ConsoleRoutes:
         found = self._signed_in(request)
         if found is not None and not await self._csrf_ok(request, found[1]):
             return self._forbidden(request)
+        if found is not None:  # ended for every copy of the cookie, on every replica
+            self.parts.keys.end_session(found[1].sid,
+                                        time.time() + self.parts.config.session_ttl_s)
         resp = redirect(f"{PREFIX}/login")
         resp.del_cookie(COOKIE, path=PREFIX)
         return resp
@@ -191,10 +207,10 @@ class ConsoleRoutes:
 
     async def switch_language(self, request: web.Request) -> web.Response:
         lang = request.query.get("to", "")
-        back = request.query.get("next", "")
-        parts = urlsplit(back)
-        if parts.scheme or parts.netloc or not back.startswith(PREFIX):
-            back = f"{PREFIX}/overview"
+        back = request.query.get("next") or f"{PREFIX}/overview"
+        if not console_path(back):  # never off the console, never a header's end
+            return self._render(request, "error.html", 400, nav=None,
+                                message="error.bad_next")
         resp = redirect(back)
         if lang in LANGUAGES:
             self._cookie(request, resp, LANG_COOKIE, lang, 365 * 86400)

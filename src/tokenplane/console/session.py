@@ -1,9 +1,12 @@
 """Console sessions: an encrypted, signed, expiring cookie that holds the API key.
 
 The cookie is a Fernet token (AES-128-CBC, then HMAC-SHA256 over it, with its issue
-time) of ``{"k": key, "c": csrf token}``. The key stays secret from the browser's
-scripts (``HttpOnly``) and from anyone reading the cookie (encrypted); the gateway
-checks the key on every request, so revoking it ends the session at once. The secret
+time) of ``{"k": key, "c": csrf token, "s": session id}``. The key stays secret from
+the browser's scripts (``HttpOnly``) and from anyone reading the cookie (encrypted);
+the gateway checks the key on every request, so revoking it ends the session at once.
+Signing out records the session id in the metadata database until the cookie would
+have expired (``KeyStore.end_session``), so a copy of the cookie is refused from then
+on by every worker and replica (SQLite: at once; PostgreSQL: within its poll). The secret
 comes from the variable ``console.secret_env`` names or from ``<data_dir>/console.secret``
 (created once, mode 0600), so every worker of ``serve --workers N`` reads the same one.
 """
@@ -29,6 +32,7 @@ SECRET_FILE = "console.secret"
 class Session:
     key: str  # the API key signed in with
     csrf: str  # the token every form of this session carries
+    sid: str  # the session's id, recorded when it signs out
 
 
 def console_secret(home: Path, env: str | None) -> bytes:
@@ -62,8 +66,9 @@ class SessionCodec:
         self.ttl_s = ttl_s
 
     def issue(self, key: str) -> tuple[str, Session]:
-        session = Session(key, secrets.token_urlsafe(24))
-        token = self._fernet.encrypt(orjson.dumps({"k": session.key, "c": session.csrf}))
+        session = Session(key, secrets.token_urlsafe(24), secrets.token_urlsafe(18))
+        token = self._fernet.encrypt(orjson.dumps({"k": session.key, "c": session.csrf,
+                                                   "s": session.sid}))
         return token.decode("ascii"), session
 
     def read(self, cookie: str | None) -> Session | None:
@@ -76,7 +81,7 @@ class SessionCodec:
             return None
         if not isinstance(data, dict):
             return None
-        key, csrf = data.get("k"), data.get("c")
-        if not isinstance(key, str) or not isinstance(csrf, str):
-            return None
-        return Session(key, csrf)
+        key, csrf, sid = data.get("k"), data.get("c"), data.get("s")
+        if not isinstance(key, str) or not isinstance(csrf, str) or not isinstance(sid, str):
+            return None  # (a cookie from before session ids: sign in again)
+        return Session(key, csrf, sid)

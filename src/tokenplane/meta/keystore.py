@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS api_keys (
   id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL,
   tenant TEXT NOT NULL, department TEXT, app TEXT, name TEXT,
   admin INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, revoked_at REAL);
+CREATE TABLE IF NOT EXISTS console_signouts (sid TEXT PRIMARY KEY, expires_at REAL NOT NULL);
 """
 
 
@@ -181,6 +182,25 @@ class KeyStore:
             )
             self._watch.invalidate()
         return cur.rowcount > 0
+
+    # --- console sessions ended by signing out ----------------------------------------
+    def end_session(self, sid: str, expires_at: float) -> None:
+        """Records a console session as signed out until its cookie would have
+        expired anyway (every worker and replica reading this database refuses it
+        from now on); sessions past their expiry are forgotten."""
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO console_signouts VALUES (?, ?)",
+                             (sid, expires_at))
+            self._db.execute("DELETE FROM console_signouts WHERE expires_at < ?",
+                             (time.time(),))
+
+    def session_ended(self, sid: str) -> bool:
+        """Whether the console session ``sid`` was signed out (read from the
+        database on each call: the console's pages are not the request path)."""
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM console_signouts WHERE sid = ?",
+                                   (sid,)).fetchone()
+        return row is not None
 
     def list_keys(self, tenant: str | None = None) -> list[KeyRecord]:
         with self._lock:

@@ -1,4 +1,4 @@
-"""Metadata (tenants, departments, apps, keys, limits) in PostgreSQL.
+"""Metadata (tenants, departments, apps, keys, limits, console sign-outs) in PostgreSQL.
 
 Chosen when ``TOKENPLANE_DATABASE_URL`` is a ``postgresql://`` URL, so that gateway
 replicas on different machines share keys and limits. asyncpg is asynchronous
@@ -57,6 +57,10 @@ META_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         " PRIMARY KEY (tenant, department, app, key_id, end_user, model))",
         "CREATE TABLE meta_version (id int PRIMARY KEY, version bigint NOT NULL)",
         "INSERT INTO meta_version VALUES (1, 0)",
+    )),
+    (2, (  # console sessions ended by signing out (until their cookie's expiry)
+        "CREATE TABLE console_signouts (sid text PRIMARY KEY,"
+        " expires_at double precision NOT NULL)",
     )),
 )
 

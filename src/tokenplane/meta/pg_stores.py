@@ -50,11 +50,25 @@ class PgKeyStore(KeyStore):
         self.meta = meta
         self._lock = threading.Lock()
         self._by_hash: dict[str, KeyRecord] = {}
+        self._signed_out: frozenset[str] = frozenset()
         meta.on_change(self._load)
 
     async def _load(self, con: Any) -> None:
         rows = await con.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys")
         self._by_hash = {r[9]: _record(r) for r in rows}
+        ended = await con.fetch("SELECT sid FROM console_signouts WHERE expires_at >= $1",
+                                time.time())
+        self._signed_out = frozenset(r[0] for r in ended)
+
+    def end_session(self, sid: str, expires_at: float) -> None:
+        # the version bump makes every replica reload the set within its poll
+        self.meta.write([
+            ("INSERT INTO console_signouts VALUES ($1, $2) ON CONFLICT (sid) DO UPDATE"
+             " SET expires_at = EXCLUDED.expires_at", (sid, expires_at)),
+            ("DELETE FROM console_signouts WHERE expires_at < $1", (time.time(),))])
+
+    def session_ended(self, sid: str) -> bool:
+        return sid in self._signed_out
 
     def close(self) -> None:
         self.meta.close()

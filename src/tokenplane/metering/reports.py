@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from tokenplane.csv_cells import safe_cell
 from tokenplane.metering.rollups import GRAINS, MEASURES
 from tokenplane.metering.stores.base import LedgerSink
 
@@ -214,7 +215,7 @@ def format_rows(rows: Sequence[dict[str, Any]], fmt: str = "table") -> str:
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: safe_cell(v) for k, v in row.items()} for row in rows)
         return buf.getvalue()
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; use table, csv or json")

@@ -154,6 +154,11 @@ class ContextStage:
             raise invalid(f"'tokenplane.context.documents' has {len(items)} documents; at "
                           f"most {self.config.max_documents} are accepted.",
                           param="tokenplane.context.documents", code="too_many_documents")
+        chars = sum(len(d["text"]) for d in items)
+        if chars > self.config.max_characters:
+            raise invalid(f"'tokenplane.context.documents' hold {chars} characters; at most "
+                          f"{self.config.max_characters} are accepted.",
+                          param="tokenplane.context.documents", code="context_too_large")
         dup = duplicate_id(items)
         if dup is not None:
             param = f"tokenplane.context.documents[{dup}].id"

@@ -177,6 +177,10 @@ async def _events(
                     continue
                 ready, buf = buf[: cut + 2], buf[cut + 2 :]
                 wait = between
+                # while the consumer holds the events (a slow client: back-pressure),
+                # the upstream is not silent: no deadline runs until it asks again
+                # (the client's own stall time ends a client that reads nothing)
+                cm.reschedule(None)
                 yield ready
     except TimeoutError:
         raise UpstreamError(504, "upstream stopped sending tokens", "upstream_timeout") from None

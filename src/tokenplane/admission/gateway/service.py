@@ -18,6 +18,7 @@ from pathlib import Path
 from tokenplane.admission.gateway.budget_alerts import BudgetAlerts
 from tokenplane.admission.limit_source import LimitSource
 from tokenplane.admission.limiter import Admission
+from tokenplane.admission.refusals import BytePace, RefusalMemo
 from tokenplane.admission.scopes import Scope, admission_parties
 from tokenplane.admission.stores.base import CounterStore
 from tokenplane.admission.stores.factory import make_store
@@ -51,6 +52,13 @@ class AdmissionService:
         self._price_cache: dict[str, ModelPrice | None] = {}
         self._price_version = ""
         self._chains: dict[tuple[str | None, ...], list[Scope]] = {}
+        # callers past a request rate, refused at once until it has room
+        # (admission/refusals.py); bytes of bodies refused for their size, per key
+        self.refusals = RefusalMemo()
+        # per tenant: its requests between their clamp and their settlement (the
+        # share ``clamp_max_tokens`` gives each, admission/planning.clamp_share)
+        self._in_flight: dict[str, int] = {}
+        self.oversize = BytePace(cfg.refused_bytes_per_s, cfg.refused_bytes_burst)
         self._heartbeat = Periodic("admission-heartbeat", cfg.heartbeat_s, self.beat, log=log,
                                    failure="admission heartbeat failed")
         if isinstance(store, ResilientStore):
@@ -107,6 +115,19 @@ class AdmissionService:
                                         p.end_user).scope_chain(alias)
             self._chains[key] = chain
         return chain
+
+    def enter_flight(self, tenant: str) -> int:
+        """Counts one more of the tenant's clamped requests in flight; the others."""
+        others = self._in_flight.get(tenant, 0)
+        self._in_flight[tenant] = others + 1
+        return others
+
+    def leave_flight(self, tenant: str) -> None:
+        left = self._in_flight.get(tenant, 0) - 1
+        if left > 0:
+            self._in_flight[tenant] = left
+        else:
+            self._in_flight.pop(tenant, None)
 
     @staticmethod
     def length_key(p: Principal, alias: str) -> LengthKey:

@@ -33,6 +33,7 @@ from typing import Protocol, cast
 import httptools
 from multidict import CIMultiDict
 
+from tokenplane.api.front.screen import SCREEN_BYTES
 from tokenplane.api.front.wire import (
     FrontRequest,
     bad_request,
@@ -63,6 +64,10 @@ class Server(Protocol):
     closing: bool
 
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None: ...
+
+    def screen(self, req: FrontRequest) -> GatewayError | None:
+        """A refusal for a request on its head alone (``api/front/screen.py``)."""
+        ...
 
     def opened(self, conn: FrontConnection) -> GatewayError | None:
         """Takes the new connection, or the refusal to answer it with (it may also
@@ -180,6 +185,11 @@ class FrontConnection(AnswerWriter, asyncio.Protocol):
         if length is not None and int(length) > self.server.max_body:  # llhttp checked it
             self._refuse(req, too_large(int(length), self.server.max_body))
             return
+        if length is not None and int(length) >= SCREEN_BYTES:
+            refusal = self.server.screen(req)  # refused anyway: not worth reading
+            if refusal is not None:
+                self._refuse(req, refusal)
+                return
         expect = headers.get("expect")
         if expect is not None and expect.lower() == "100-continue" and req.version == "1.1":
             if self._busy or self._queue:

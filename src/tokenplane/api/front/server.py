@@ -27,6 +27,7 @@ from aiohttp import web
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
+from tokenplane.api.front.screen import FRONT_SCREEN, Screen
 from tokenplane.api.front.wire import FrontRequest
 from tokenplane.api.front.writer import ClientStalled
 from tokenplane.api.openai_routes import (
@@ -43,6 +44,7 @@ from tokenplane.errors import GatewayError
 log = logging.getLogger("tokenplane.api")
 
 _REFUSING_MAX = 64  # 503s to over-cap connections under way at once; more are dropped
+SLOW_S = 1.0  # a connection without a whole request after this long may be shed
 _WARN_EVERY_S = 10.0
 
 
@@ -53,8 +55,9 @@ class Front:
     the count of them per client address (the caps)."""
 
     def __init__(self, routes: OpenAIRoutes, relay: Relay,
-                 limits: FrontLimits | None = None) -> None:
+                 limits: FrontLimits | None = None, screen: Screen | None = None) -> None:
         limits = limits or FrontLimits()
+        self._screen = screen
         self.routes = routes
         self.new_id = routes.new_id
         self.max_body = routes.max_body
@@ -70,12 +73,20 @@ class Front:
         self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
         self.connections: set[FrontConnection] = set()
+        # admitted connections that have not yet sent a whole request, oldest first
+        # (their open time): when the pool runs low, the oldest slow ones are shed
+        self.unproven: dict[FrontConnection, float] = {}
+        self.reserve = max(1, self.max_connections // 20)
+        self.shed = 0  # slow connections shed since the start
         self.admitted = 0  # connections counted against the caps
         self.by_address: dict[str, int] = {}
         self.refusing = 0  # connections over a cap, being answered 503
         self.refused = 0  # connections refused since the start
         self._warn_after = 0.0
         self._all_closed: asyncio.Event | None = None
+
+    def screen(self, req: FrontRequest) -> GatewayError | None:
+        return self._screen(req.path, req.headers) if self._screen is not None else None
 
     def opened(self, conn: FrontConnection) -> GatewayError | None:
         """Takes a new connection, or refuses it: over ``max_connections`` or over
@@ -88,10 +99,13 @@ class Front:
         addr = conn.peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         held = self.by_address.get(addr, 0)
         cap = self.max_per_address
-        if self.admitted < self.max_connections and (not cap or held < cap):
+        if (not cap or held < cap) and (self.admitted < self.max_connections - self.reserve
+                                         or self._shed_slow()
+                                         or self.admitted < self.max_connections):
             conn.admitted = True
             self.admitted += 1
             self.by_address[addr] = held + 1
+            self.unproven[conn] = time.monotonic()
             return None
         if self.refusing >= _REFUSING_MAX:
             self.connections.discard(conn)  # not tracked: nothing to count down
@@ -111,7 +125,25 @@ class Front:
         return GatewayError(503, f"{what}; close some, or retry later.",
                             code="too_many_connections", headers={"retry-after": "1"})
 
+    def _shed_slow(self) -> bool:
+        """The pool runs low (its last ``reserve`` slots): drops the oldest admitted
+        connection that has not sent a whole request in ``SLOW_S`` (a slow head or
+        body, before any key was seen), so that the slots left go to clients that
+        send their requests, ``/health`` and authenticated keep-alive connections
+        among them. True when one was dropped (its slot is free once it has closed)."""
+        if not self.unproven:
+            return False
+        conn, since = next(iter(self.unproven.items()))
+        if time.monotonic() - since < SLOW_S:
+            return False
+        del self.unproven[conn]
+        self.shed += 1
+        if conn.transport is not None:
+            conn.transport.abort()
+        return True
+
     def closed(self, conn: FrontConnection) -> None:
+        self.unproven.pop(conn, None)
         if conn in self.connections:
             self.connections.discard(conn)
             if conn.admitted:
@@ -127,6 +159,7 @@ class Front:
             self._all_closed.set()
 
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None:
+        self.unproven.pop(conn, None)  # a whole request came: never shed as slow
         if req.error is not None:
             self._error(conn, req, req.error, self.new_id())
         elif req.path in self.inference_paths:
@@ -242,7 +275,8 @@ class GatewayServer:
         assert inner is not None
         routes = self.app[OPENAI_ROUTES]
         relay = Relay(inner, routes.new_id)
-        front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS))
+        front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS),
+                                        self.app.get(FRONT_SCREEN))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: FrontConnection(front), self.host, self._port,

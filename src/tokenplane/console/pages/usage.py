@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from tokenplane.console.page import Data, Page, PageError
 from tokenplane.console.periods import DAY, HOUR, label
 from tokenplane.console.queries import SOURCES, Filter, money, sums, usage
+from tokenplane.csv_cells import safe_cell
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import parse_time_bound
@@ -144,6 +145,6 @@ def csv_text(data: Data) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([data["group"], *data["columns"]])
-    for row in data["rows"]:
-        w.writerow([row["name"], *(row[c] for c in data["columns"])])
+    for row in data["rows"]:  # names a client chose: never a formula (csv_cells)
+        w.writerow([safe_cell(row["name"]), *(safe_cell(row[c]) for c in data["columns"])])
     return buf.getvalue()

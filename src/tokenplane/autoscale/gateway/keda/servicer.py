@@ -72,11 +72,11 @@ class ExternalScaler(pb_grpc.ExternalScalerServicer):
         try:
             desired = self._board.get(pool)
         except UnknownPool:
-            known = ", ".join(self._board.pools()) or "none"
+            # the pools this gateway scales are not named: any caller of the port
+            # would learn them (docs/KEDA.md: which names the gateway's config holds)
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                _about(ref, f"pool {pool!r} is not scaled through KEDA by this gateway "
-                       f"(pools: {known})"),
+                _about(ref, f"pool {pool!r} is not scaled through KEDA by this gateway"),
             )
         age = self._board.age(pool)
         if desired is None or age is None:
