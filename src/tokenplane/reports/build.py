@@ -16,6 +16,15 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:+.1f}%"
 
 
+def _change(r: CostReport) -> str:
+    if r.total_micros == r.last_total_micros:
+        return "no change"
+    if r.last_total_micros == 0:
+        return f"{money(r.total_micros - r.last_total_micros, signed=True)} (nothing last month)"
+    return (f"{money(r.total_micros - r.last_total_micros, signed=True)} "
+            f"({_pct(r.change_share)})")
+
+
 def _scope(tenant: str | None) -> str:
     return f"tenant {tenant}" if tenant else "all tenants"
 
@@ -29,7 +38,7 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
         Table(("", "value"), (
             ("cost this month", money(r.total_micros)),
             (f"cost {r.month.previous()}", money(r.last_total_micros)),
-            ("change", _pct(r.change_share)),
+            ("change", _change(r)),
             ("month-end forecast" if f.basis != "actual" else "month total",
              money(f.month_end_micros)),
             ("forecast basis", "the month is over" if f.basis == "actual" else
@@ -45,28 +54,31 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
                                 [c / 1e6 for _, c in r.daily],
                                 f"Cost per day, {r.month}", cur), "Cost per day"))
     doc.add(
-        Heading("By department and app"),
-        Table(("department", "app", "requests", "input tokens", "output tokens",
+        Heading("By tenant, department and app"),
+        Table(("tenant", "department", "app", "requests", "input tokens", "output tokens",
                *[f"{s} tokens" for s in SOURCES], "cost", f"cost {r.month.previous()}",
                "change"),
-              tuple((ln.department or "-", ln.app or "-", _n(ln.requests),
+              tuple((ln.tenant or "-", ln.department or "-", ln.app or "-", _n(ln.requests),
                      _n(ln.input_tokens), _n(ln.output_tokens),
                      *[_n(ln.by_source.get(s, 0)) for s in SOURCES],
                      money(ln.cost_micros), money(ln.last_cost_micros),
                      _pct(ln.change_micros / ln.last_cost_micros
                           if ln.last_cost_micros else None))
                     for ln in r.lines),
-              (False, False) + (True,) * (3 + len(SOURCES) + 3)),
+              (False, False, False) + (True,) * (3 + len(SOURCES) + 3)),
         Heading("Top drivers of the change"),
     )
+    change = r.total_micros - r.last_total_micros
     if r.drivers:
-        change = r.total_micros - r.last_total_micros
-        doc.add(Table(("department", "app", "change", "share of the total change"),
-                      tuple((d.department or "-", d.app or "-", money(d.change_micros),
+        if change == 0:  # moves that cancel out: no share of a change of nothing
+            doc.add(Para("No change in the total: these moves cancel out."))
+        doc.add(Table(("tenant", "department", "app", "change", "share of the total change"),
+                      tuple((d.tenant or "-", d.department or "-", d.app or "-",
+                             money(d.change_micros, signed=True),
                              f"{d.change_micros / change * 100:.0f}%" if change else "-")
-                            for d in r.drivers), (False, False, True, True)))
+                            for d in r.drivers), (False, False, False, True, True)))
     else:
-        doc.add(Para("No department or app changed its spend."))
+        doc.add(Para("No change: no tenant, department or app changed its spend."))
     doc.add(Heading("Savings realised"),
             Table(("by", "tokens", "saved", "note"),
                   tuple((s.what, _n(s.tokens), money(s.micros), s.note) for s in r.savings),

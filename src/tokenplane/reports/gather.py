@@ -43,10 +43,11 @@ async def gather_cost(
     """The cost report of ``month`` (one tenant's, or every tenant's)."""
     now = time.time() if now is None else now
     last = month.previous()
-    progress(f"reading {month} by department and app")
-    this_rows = await usage_report(sink, ["department", "app"], month.start, month.end, tenant)
+    by = ["tenant", "department", "app"]
+    progress(f"reading {month} by tenant, department and app")
+    this_rows = await usage_report(sink, by, month.start, month.end, tenant)
     progress(f"reading {last}")
-    last_rows = await usage_report(sink, ["department", "app"], last.start, last.end, tenant)
+    last_rows = await usage_report(sink, by, last.start, last.end, tenant)
     progress("reading days and models")
     day_rows = await usage_report(sink, ["day"], month.start, month.end, tenant)
     model_rows = await usage_report(sink, ["model"], month.start, month.end, tenant)
