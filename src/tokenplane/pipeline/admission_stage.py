@@ -22,8 +22,8 @@ from typing import Any
 from tokenplane.admission.amounts import Amounts
 from tokenplane.admission.errors import denial_error, unavailable_error
 from tokenplane.admission.gateway.service import AdmissionService
-from tokenplane.admission.headers import ratelimit_headers
-from tokenplane.admission.outcomes import Denial, Grant, Headroom
+from tokenplane.admission.headers import ratelimit_headers, refusal_headers
+from tokenplane.admission.outcomes import Denial, Grant
 from tokenplane.admission.planning import plan_reservation
 from tokenplane.admission.stores.base import StoreUnavailable
 from tokenplane.admission.ticket import Ticket
@@ -32,16 +32,6 @@ from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import HitBilling, settled_counts
 from tokenplane.sessions.budget import describe_denial, session_limits
 from tokenplane.sessions.ids import session_budget_error
-
-
-def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
-    """``x-ratelimit-*`` for the rate limit that refused (nothing for budgets)."""
-    if denial.code != "rate_limit_exceeded":
-        return {}
-    name = "requests" if denial.unit == "requests" else "tokens"
-    headroom = Headroom(denial.scope, denial.limit_name, denial.unit, "window", denial.limit,
-                        max(0, denial.remaining), denial.retry_after_s or 0.0)
-    return {k: v for k, v in ratelimit_headers([headroom]).items() if k.endswith(name)}
 
 
 class StreamDebit:
@@ -138,8 +128,8 @@ class AdmissionStage:
                                     plan.amounts.of(result.unit)))
             code = "request_exceeds_limit" if result.never else result.code
             svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
-            raise denial_error(result, extra_headers=denial_ratelimit_headers(result),
-                               currency=svc.currency())
+            raise denial_error(result, extra_headers=refusal_headers(result),
+                               currency=svc.currency(), now=now)
         ctx.ticket = Ticket(result, prompt)
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)
