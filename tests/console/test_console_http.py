@@ -185,6 +185,9 @@ def test_catalogs_translate_every_string_the_templates_show() -> None:
     used |= {f"nav.{name}" for name, _, _ in PAGES} | {f"lang.{lang}" for lang in LANGUAGES}
     used |= {f"col.{c}" for c in (*COLUMNS, *groups)} | {f"usage.by.{g}" for g in groups}
     used |= {f"source.{s}" for s in (*SOURCES, "output")} | {f"verdict.{v}" for v in VERDICTS}
+    from tokenplane.console.pages.audit import SHOWN_OUTCOMES
+
+    used |= {f"outcome.{o}" for o in SHOWN_OUTCOMES}
     used |= {f"unit.{u}" for u in UNITS} | {f"breaker.{b}" for b in ("closed", "open",
                                                                       "half_open")}
     used |= {f"top.{d}" for d in ("tenant", "tenant/department", "tenant/app", "department",

@@ -100,5 +100,23 @@ def test_counters_name_refusals_client_errors_failures_and_cancellations(
         assert refused is not None and int(refused.group(1)) == limited
         assert "micro-units" not in budgets
         assert re.search(r'data-col="unit">money \(USD\)<', budgets)
+        # Audit: the verdict is governance's, the outcome what became of the request
+        with signed_in(console, admin) as h:
+            deadline = time.monotonic() + 20
+            while True:
+                audit = h.get("/console/audit").text
+                got = re.findall(r'data-col="outcome">([^<]+)</td><td data-col="status">'
+                                 r'(\d+)<', audit)
+                if len(got) >= sent or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        outcomes = {(o, int(s)) for o, s in got}
+        assert outcomes == {("completed", 200), ("client error", 400), ("client error", 404),
+                            ("client error", 415), ("refused by a limit or budget", 429),
+                            ("gateway or upstream failure", 503)} or \
+            outcomes == {("completed", 200), ("client error", 400), ("client error", 404),
+                         ("client error", 415), ("refused by a limit or budget", 429),
+                         ("gateway or upstream failure", 502)}, outcomes
+        assert "Governance verdict" in audit and 'id="seq-note"' in audit
     finally:
         gw.stop()
