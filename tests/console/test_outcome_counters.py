@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.console.conftest import MODEL, caught_up
 from tests.console.test_console_http import signed_in
@@ -38,7 +39,7 @@ def test_counters_name_refusals_client_errors_failures_and_cancellations(
     cfg["models"].append({"alias": "down", "tokenizer": "cl100k_base", "backends": [
         {"id": "dead", "type": "vllm", "base_url": DEAD}]})
     cfg["tenants"] = [{"name": "default"}, {"name": "acme"}]
-    cfg["observe"] = {"metrics": {"listen": None}, "access_log": {"enabled": False}}
+    cfg["observe"] = {"access_log": {"enabled": False}}
     gw = GatewayThread(cfg, tmp_path).start()
     try:
         admin = gw.create_key("default", admin=True)
@@ -118,5 +119,14 @@ def test_counters_name_refusals_client_errors_failures_and_cancellations(
                          ("client error", 415), ("refused by a limit or budget", 429),
                          ("gateway or upstream failure", 502)}, outcomes
         assert "Governance verdict" in audit and 'id="seq-note"' in audit
+        # metrics: tokenplane_requests_total names each outcome too
+        by_outcome: dict[str, float] = {}
+        for fam in text_string_to_metric_families(httpx.get(gw.metrics_url, timeout=10).text):
+            for sample in fam.samples:
+                if sample.name == "tokenplane_requests_total":
+                    o = sample.labels["outcome"]
+                    by_outcome[o] = by_outcome.get(o, 0) + sample.value
+        assert by_outcome == {"ok": sent - 4 - limited, "limited": limited,
+                              "client_errors": 3, "failures": 1}, by_outcome
     finally:
         gw.stop()

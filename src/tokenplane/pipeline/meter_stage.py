@@ -17,6 +17,7 @@ import orjson
 from tokenplane.cache.billing import HitCharge
 from tokenplane.config.schema import ModelConfig
 from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.outcomes import outcome_of
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
@@ -158,8 +159,9 @@ class MeterFinisher:
         alias = ctx.alias or "unknown"
         counts = settled_counts(ctx, self.count_text)
         labels = self.metrics.principal_values(p)
+        outcome = outcome_of(ctx.status, ctx.http_status, ctx.upstream_start is not None)
         series = self.series.get((alias, ctx.operation.name, ctx.status, ctx.http_status,
-                                  labels))
+                                  outcome or "ok", labels))
         self._observe(ctx, counts, series, now)
         if p is None:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tokenplane.metering.outcomes import OUTCOME_LABELS, OUTCOMES
 from tokenplane.reports.compliance import ComplianceCounts
 from tokenplane.reports.cost import SOURCES, CostReport, money
 from tokenplane.reports.document import Chart, Document, Heading, Para, Table, bar_chart
@@ -45,6 +46,7 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
              f"{f.days_elapsed:.1f} days so far, then {money(f.daily_rate_micros)} a day "
              "(the last seven complete days' average)"),
             ("requests", _n(r.totals.get("requests", 0))),
+            *((f"  {OUTCOME_LABELS[o]}", _n(r.totals.get(o, 0))) for o in OUTCOMES),
             ("input tokens", _n(r.totals.get("input_tokens", 0))),
             ("output tokens", _n(r.totals.get("output_tokens", 0))),
         ), (False, True)),

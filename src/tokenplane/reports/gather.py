@@ -16,6 +16,7 @@ from tokenplane.governance.audit.multi import log_dirs, matching
 from tokenplane.governance.audit.segments import iter_records
 from tokenplane.governance.audit.signing import Verifier
 from tokenplane.governance.audit.verify import VerifyResult, verify
+from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.reports import usage_report
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.reports.compliance import ComplianceCounts, count
@@ -56,7 +57,7 @@ async def gather_cost(
     currencies = {str(r.get("currency") or "") for r in this_rows + last_rows} - {""}
     totals = {k: sum(int(r.get(k) or 0) for r in this_rows)
               for k in ("requests", "input_tokens", "cached_input_tokens", "output_tokens",
-                        "refused")}
+                        "refused", *OUTCOMES)}
     return CostReport(
         month, tenant, ", ".join(sorted(currencies)) or "USD", tuple(all_lines),
         sum(ln.cost_micros for ln in all_lines), sum(ln.last_cost_micros for ln in all_lines),
