@@ -286,5 +286,14 @@ def test_advice_shows_the_kept_documents_findings_and_its_age(console: Console) 
         assert count is not None and int(count.group(1)) == doc["total"]["findings"]
         age = re.search(r'id="advice-age" data-age="([0-9.]+)"', page.text)
         assert age is not None and float(age.group(1)) >= 0
+        # a young ledger: the page says what it checked and what it lacks
+        cov = doc["coverage"]
+        checked = re.search(r'id="coverage-checked">Checked ([0-9,]+) requests in (\d+) groups',
+                            page.text)
+        assert checked is not None and int(checked.group(1).replace(",", "")) == \
+            cov["requests"]
+        assert "at least 20 requests" in page.text
+        if cov["short"] is not None:
+            assert 'id="coverage-short">Lacking data:' in page.text
         for bad in ("0", "x", "-1"):
             assert h.get(f"/console/advice?page={bad}").status_code == 400, bad

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tokenplane.advice.advisor import KINDS, advise
+from tokenplane.advice.coverage import coverage
 from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresholds, Window
 from tokenplane.metering.advice_rollups import ADVICE_MEASURES, DAY_S
 from tokenplane.metering.events import UsageEvent
@@ -135,8 +136,8 @@ def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book:
             thresholds: Thresholds | None) -> dict[str, Any]:
     """The advice document from the grouped rows (pure work: ``gather_advice`` runs it
     on a worker thread, off the event loop)."""
-    result = advise([to_aggregate(r) for r in rows], feedback, rates_of(book), effective,
-                    thresholds)
+    aggregates = [to_aggregate(r) for r in rows]
+    result = advise(aggregates, feedback, rates_of(book), effective, thresholds)
     findings = [f.as_dict() for f in result.findings]
     total_micros = sum(f.cost_micros_per_month for f in result.findings)
     return {
@@ -149,6 +150,9 @@ def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book:
                   "cost_micros_per_month": total_micros,
                   "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
         "not_evaluated": result.not_evaluated,
+        # what was checked, what lacks data and when it will have enough
+        "coverage": coverage(aggregates, feedback, effective, thresholds or Thresholds(),
+                             now),
     }
 
 
