@@ -126,15 +126,20 @@ def register(app: typer.Typer) -> None:
         shipped = read_anchors(Path(anchors).read_text()) if anchors else []
         worst = 0
         dirs = _dirs(root, dir_)
-        for d in dirs:
-            out = io.StringIO()
-            rc = cli_verify(d, verifier, out, integrity_only=weak)
-            typer.echo(f"{d}: {out.getvalue().strip()}")
-            problem = check_anchors(d, shipped) if rc in (0, 3) else None
-            if problem is not None:
-                typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
-                rc = 1
-            worst = max(worst, rc, key=SEVERITY.__getitem__)
+        from tokenplane.cli.progress import Progress
+
+        with Progress("audit verify", len(dirs)) as bar:
+            for d in dirs:
+                bar.step(f"verifying {d.name}", 0)
+                out = io.StringIO()
+                rc = cli_verify(d, verifier, out, integrity_only=weak)
+                typer.echo(f"{d}: {out.getvalue().strip()}")
+                problem = check_anchors(d, shipped) if rc in (0, 3) else None
+                if problem is not None:
+                    typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
+                    rc = 1
+                worst = max(worst, rc, key=SEVERITY.__getitem__)
+                bar.step(d.name)
         missing = sorted({a.log for a in shipped} - {d.name for d in dirs}) if not dir_ else []
         for name in missing:
             typer.echo(f"{root / 'audit' / name}: audit log FAILED the anchors: the log is "

@@ -106,7 +106,12 @@ def _run(target: str, fmt: str,
         finally:
             await sink.close()
 
-    text = table(asyncio.run(go()), fmt, wide=wide, first=first)
+    from tokenplane.cli.progress import Progress
+
+    with Progress("usage") as bar:
+        bar.step("reading the ledger's rollups", 0)
+        rows = asyncio.run(go())
+    text = table(rows, fmt, wide=wide, first=first)
     typer.echo(text, nl=not text.endswith("\n"))
 
 
