@@ -16,9 +16,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.console.conftest import MODEL, caught_up
+from tests.console.conftest import MODEL, Console, caught_up
 from tests.console.test_console_http import signed_in
-from tests.console.conftest import Console
 from tests.gateway.harness import GatewayThread, sim_config
 from tests.metering.factories import make_event
 from tokenplane.meta.limit_store import LimitTarget
@@ -47,7 +46,6 @@ def test_counters_name_refusals_client_errors_failures_and_cancellations(
         assert gw.gateway.admission is not None
         gw.gateway.admission.limits.set(LimitTarget("acme"), {"rpm": 4, "budget_micros": 5_000_000,
                                                               "budget_period": "monthly"})
-        base = f"http://127.0.0.1:{gw.port}"
         msgs = [{"role": "user", "content": "hello"}]
         sent = 0
         with openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0) as c:

@@ -73,7 +73,7 @@ def table(rows: Sequence[Mapping[str, Any]], fmt: str = "table", *, wide: bool =
           first: Sequence[str] = (), width: int = WIDTH) -> str:
     """``rows`` as ``fmt``; a table readable and, unless ``wide``, within ``width``."""
     if fmt != "table":
-        return format_rows(rows, fmt)
+        return format_rows([dict(r) for r in rows], fmt)
     shown = [readable(r) for r in rows]
     if not shown:
         return format_rows(shown, "table")

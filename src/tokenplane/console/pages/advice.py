@@ -60,7 +60,8 @@ def _coverage(cov: Any) -> dict[str, Any] | None:
     the day a short group has enough data written out."""
     if not isinstance(cov, dict):
         return None
-    short = cov.get("short")
+    out: dict[str, Any] = cov
+    short = out.get("short")
     if isinstance(short, dict) and isinstance(short.get("enough_at"), int | float):
-        cov = {**cov, "short": {**short, "enough_at_text": utc_minute(short["enough_at"])}}
-    return cov
+        out = {**out, "short": {**short, "enough_at_text": utc_minute(short["enough_at"])}}
+    return out
