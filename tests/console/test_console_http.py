@@ -137,7 +137,7 @@ def test_usage_matches_the_admin_api_and_the_csv_is_the_table(console: Console) 
         page = h.get("/console/usage", params={"since": "7d"}).text
         csv_text = h.get("/console/usage.csv", params={"since": "7d"}).text
     lines = csv_text.strip().split("\n")
-    assert lines[0].startswith("tenant,requests,errors,")
+    assert lines[0].startswith("tenant,requests,limited,client_errors,failures,cancelled,")
     by_name = {line.split(",")[0]: line.split(",") for line in lines[1:]}
     header = lines[0].split(",")
     assert set(by_name) == {r["tenant"] for r in api["data"]}
