@@ -117,6 +117,14 @@ def test_counters_name_refusals_client_errors_failures_and_cancellations(
                          ("client error", 415), ("refused by a limit or budget", 429),
                          ("gateway or upstream failure", 502)}, outcomes
         assert "Governance verdict" in audit and 'id="seq-note"' in audit
+        # governance decided nothing about what ended before it screened the request
+        rows = re.findall(r'data-col="verdict"><span class="chip[^"]*">([^<]+)</span></td>'
+                          r'<td data-col="outcome">[^<]*</td><td data-col="status">(\d+)<',
+                          audit)
+        verdicts = {int(st): v for v, st in rows}
+        assert verdicts[404] == verdicts[400] == verdicts[415] == \
+            "not screened (ended before governance)", rows
+        assert verdicts[200] == verdicts[429] == "allow", rows
         # metrics: tokenplane_requests_total names each outcome too
         by_outcome: dict[str, float] = {}
         for fam in text_string_to_metric_families(httpx.get(gw.metrics_url, timeout=10).text):

@@ -64,8 +64,18 @@ class AuditFinisher:
             ctx.request_id, tenant, key_id, principal, app, ctx.alias,
             ctx.endpoint.id if ctx.endpoint is not None else None, ctx.http_status,
             _tokens(ctx), _limits(ctx, self.policies.analyzer),
-            verdicts, "block" if error in BLOCK_CODES else "flag" if flagged else "allow",
-            content)
+            verdicts, _verdict(error, flagged, isinstance(state, GuardState)), content)
+
+
+def _verdict(error: str | None, flagged: bool, screened: bool) -> str:
+    """What governance decided: block, flag, allow; or ``unscreened`` for a request
+    that ended before the input guard saw it (a 400 / 404 / 415 of the checks before
+    it), of which governance decided nothing. What happened is the record's status."""
+    if error in BLOCK_CODES:
+        return "block"
+    if flagged:
+        return "flag"
+    return "allow" if screened else "unscreened"
 
 
 def _tokens(ctx: RequestContext) -> dict[str, int]:

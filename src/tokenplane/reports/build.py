@@ -105,6 +105,8 @@ def compliance_document(r: ComplianceReport) -> Document:
             ("allowed", _n(verdicts.get("allow", 0))),
             ("flagged", _n(verdicts.get("flag", 0))),
             ("blocked", _n(verdicts.get("block", 0))),
+            ("not screened (ended before governance: bad input, unknown model, ...)",
+             _n(verdicts.get("unscreened", 0))),
             ("PII detections", _n(c.pii_total)),
             ("injection flags and blocks", _n(sum(c.injection_by_action.values()))),
             ("RAG documents flagged, dropped or blocked",

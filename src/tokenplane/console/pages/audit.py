@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from tokenplane.console.page import Data, Page, PageError
 from tokenplane.metering.outcomes import OUTCOMES, outcome_of
 
-VERDICTS = ("allow", "flag", "block")
+VERDICTS = ("allow", "flag", "block", "unscreened")
 SHOWN_OUTCOMES = ("ok", *OUTCOMES)
 FIELDS = ("since", "until", "key_id", "app", "verdict", "limit")
 
