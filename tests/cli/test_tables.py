@@ -79,9 +79,11 @@ def test_instants_are_iso_times_not_epoch_floats(home: Path) -> None:
 
 def test_readable_rows() -> None:
     row = readable({"slo": "x", "window_s": 2_592_000.0, "threshold_s": 0.5,
-                    "created_at": T0, "sli_ratio": 0.90512345678, "n": 3})
+                    "created_at": T0, "sli_ratio": 0.90512345678, "n": 3,
+                    "tokens_per_s": 12.5})
     assert row == {"slo": "x", "window_s": "30 days", "threshold_s": "500 ms",
-                   "created_at": "2026-12-07T16:34:43Z", "sli_ratio": 0.9051, "n": 3}
+                   "created_at": "2026-12-07T16:34:43Z", "sli_ratio": 0.9051, "n": 3,
+                   "tokens_per_s": 12.5}  # a rate, not a span
     many = [{f"column_{i}": 123456 for i in range(20)}]
     text = table(many)
     assert max(len(ln) for ln in text.splitlines()) <= 100

@@ -37,7 +37,7 @@ def readable(row: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in row.items():
         if _is_num(v) and (k in INSTANTS or k.endswith("_ts")):
             out[k] = utc_iso(float(v))
-        elif _is_num(v) and (k.endswith("_s") or k == "window"):
+        elif _is_num(v) and (k.endswith("_s") or k == "window") and "_per_" not in k:
             out[k] = duration(float(v))
         elif isinstance(v, float):
             out[k] = float(f"{v:.4g}") if abs(v) < 1e4 else round(v, 1)
