@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tokenplane.admission.money import money
 from tokenplane.admission.outcomes import Denial, Headroom
@@ -62,7 +62,7 @@ def refusal_headers(denial: Denial) -> dict[str, str]:
     if denial.code == "concurrency_limit_exceeded":
         return {}
     name = header_unit(denial.unit)
-    amount = (lambda n: money(n)) if name == "budget" else str
+    amount: Callable[[int], str] = money if name == "budget" else str
     return {f"x-ratelimit-limit-{name}": amount(denial.limit),
             f"x-ratelimit-remaining-{name}": amount(max(0, denial.remaining)),
             f"x-ratelimit-reset-{name}": _reset(denial.retry_after_s or 0.0)}

@@ -108,7 +108,6 @@ class Denial:
             f"{self.unit}, remaining {self.remaining}.{wait}"
         )
 
-
     def _wait(self, now: float | None) -> str:
         after = self.retry_after_s
         if after is None:
