@@ -33,8 +33,9 @@ def filled(tenants: int) -> GatewayMetrics:
     m = GatewayMetrics()
     for t in range(tenants):
         for model in MODELS:
-            for status, code in (("ok", "200"), ("error", "429"), ("error", "502")):
-                m.requests.labels(model, "chat", status, code, f"tenant-{t}").inc(7)
+            for status, code, outcome in (("ok", "200", "ok"), ("error", "429", "limited"),
+                                          ("error", "502", "failures")):
+                m.requests.labels(model, "chat", status, code, outcome, f"tenant-{t}").inc(7)
             for kind in KINDS:
                 m.tokens.labels(model, kind, f"tenant-{t}").inc(1000)
             m.cost.labels(model, "USD", f"tenant-{t}").inc(123)

@@ -5,7 +5,9 @@ cut by its budget, max_tokens clamping and budget alerts."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,17 @@ def test_money_budget_refusal_has_its_own_code(gw: GatewayThread) -> None:
         err.message
     assert int(err.response.headers["retry-after"]) >= 1
     assert "x-ratelimit-limit-requests" not in err.response.headers
+    # when it resets, as a date and a duration (issue 31), not seconds to wait
+    resets = (datetime.now(UTC).date() + timedelta(days=1)).isoformat()
+    assert re.search(rf"It resets {resets} 00:00 UTC \(in (\d+ h )?\d+ min\)\.$",
+                     err.message) or re.search(
+        rf"It resets {resets} 00:00 UTC \(in \d+ (h|s)\)\.$", err.message), err.message
+    assert "Retry after" not in err.message
+    # the same x-ratelimit-* headers as a rate limit's, money in the currency
+    h = err.response.headers
+    assert (h["x-ratelimit-limit-budget"], h["x-ratelimit-remaining-budget"]) == \
+        ("0.000040", "0.00")
+    assert re.fullmatch(r"(\d+h)?(\d+m)?\d+s", h["x-ratelimit-reset-budget"])
     assert _spent(gw, "money", Scope("tenant", "money"), "budget") <= 40
     client.close()
 
@@ -132,6 +145,10 @@ def test_department_budget_stops_all_its_apps_only(gw: GatewayThread) -> None:
             client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
         assert info.value.code == "budget_exceeded"
         assert "department:org/eng" in info.value.message
+        h = info.value.response.headers
+        assert h["x-ratelimit-limit-tokens"] == str(3 * (prompt + 10))
+        assert h["x-ratelimit-remaining-tokens"] == "0"
+        assert "It resets " in info.value.message
     for _ in range(4):  # the other department is not affected
         sales.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10)
     assert _spent(gw, "org", Scope("department", "org/eng"), "tokens_per_day") == \

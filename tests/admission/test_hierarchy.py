@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from tokenplane.admission import (
     Admission,
     Amounts,
@@ -42,7 +44,13 @@ async def test_department_budget_stops_all_its_apps_only(store: CounterStore) ->
         # money in the currency, not in micros
         assert refused.describe("USD") == (
             "Budget 0.001000 USD/month for department eng reached: 0.00 USD remaining. "
-            f"Retry after {refused.retry_after_s:.3f}s.")
+            "Retry in 16 days.")
+        # with the time: when the month's budget resets (issue 31), not seconds
+        assert refused.retry_after_s is not None
+        resets = datetime.fromtimestamp(NOW + 1 + refused.retry_after_s, UTC)
+        assert (resets.day, resets.hour, resets.minute) == (1, 0, 0)
+        assert refused.describe("USD", NOW + 1).endswith(
+            f"reached: 0.00 USD remaining. It resets {resets:%Y-%m-%d} 00:00 UTC (in 16 days).")
     other = await adm.reserve(rep, Amounts(1, 10, 10, 500), NOW + 1)
     assert isinstance(other, Grant)
     # All-or-nothing: the refused requests left nothing behind at the tenant.

@@ -256,7 +256,7 @@ def test_the_cli_gives_the_same_findings(traffic: Traffic) -> None:
     runner = CliRunner()
     home = str(traffic.gw.home)
     out = runner.invoke(build_cli(), ["advise", "--home", home, "--tenant", "acme",
-                                      "--format", "json"])
+                                      "--format", "json"], env={"TOKENPLANE_PROGRESS": "plain"})
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert sorted(_by_kind(doc)) == sorted(_by_kind(api))

@@ -3,11 +3,14 @@ says where its hash really is (SQLite file or PostgreSQL database)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tests.services import fresh_pg_schema
+from tokenplane.cli.main import build_cli
 from tokenplane.cli.serve_cmd import OPERATOR_TENANT, _bootstrap
 from tokenplane.compose.config_file import validate_config
 from tokenplane.meta.open_stores import open_key_store
@@ -39,6 +42,20 @@ def test_sqlite_first_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     out, tenant = _first_start(tmp_path, None, capsys)
     assert tenant == OPERATOR_TENANT  # not acme, the first configured customer
     assert f"in {tmp_path / 'home' / 'meta.db'}" in out
+    # issue 31: the banner says how to make another admin key if this one is lost,
+    # and the command it prints does
+    assert "Lost this key?" in out
+    command = next(ln.strip() for ln in out.splitlines()
+                   if ln.strip().startswith("tokenplane keys create"))
+    assert command.endswith(f"--home {tmp_path / 'home'}")
+    r = CliRunner().invoke(build_cli(), shlex.split(command)[1:])
+    assert r.exit_code == 0, r.output
+    store = open_key_store(tmp_path / "home", None)
+    try:
+        again = store.authenticate(r.output.strip().splitlines()[-1])
+        assert again is not None and again.admin and again.tenant == OPERATOR_TENANT
+    finally:
+        store.close()
 
 
 @pytest.mark.postgres
@@ -48,3 +65,5 @@ def test_postgres_first_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert tenant == OPERATOR_TENANT
     assert "in the PostgreSQL metadata database" in out
     assert str(tmp_path / "home") not in out  # the hash is not under the data directory
+    assert "keys create --tenant _operator --admin --name recovery --config" in out
+    assert url not in out  # the URL may carry a password

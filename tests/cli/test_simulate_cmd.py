@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from tokenplane.cli.main import build_cli
 from tokenplane.routing.profiles import DEFAULT_PROFILE
+from tokenplane.sim.metrics import goodput, passes
+from tokenplane.sim.runner import goodput_bound
 
 
 def _trace(tmp_path: Path) -> Path:
@@ -111,3 +114,32 @@ def test_bisect_finds_the_knee_beyond_the_loads_tried(tmp_path: Path) -> None:
     passed = {p["load"]: p["slo_attainment"] >= 0.9 for p in res["points"]}
     assert passed[g["load_pass"]] and not passed[g["load_fail"]]
     assert res["goodput_rps"] > 0
+
+
+def test_attainments_are_readable_and_every_load_says_if_it_passed(tmp_path: Path) -> None:
+    """Issue 31: attainments in at most 4 significant digits (not 16), each load marked
+    passed or failed, and a goodput never from a load that failed."""
+    data = _run(tmp_path, "--load", "0.2,3")
+    out = str(data["output"])
+    assert not re.search(r"\d\.\d{5,}", out), out
+    res = data["policies"][DEFAULT_PROFILE]  # type: ignore[index]
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("load ")]
+    assert len(lines) == 2
+    for ln, point in zip(lines, res["points"], strict=True):
+        att = float(point["slo_attainment"])
+        assert f"attainment {att:.4g}, " in ln
+        assert ("passed" in ln) == passes(point)
+    if not passes(res["points"][-1]):  # the heavy load failed: not the goodput
+        assert res["goodput"]["load_pass"] != 3.0
+
+
+def test_a_load_that_misses_a_configured_slo_is_no_goodput() -> None:
+    ok = {"load": 1.0, "rate_rps": 10.0, "slo_attainment": 0.95,
+          "slos": {"chat": {"ttft": {"met": True}}}}
+    missed = {"load": 2.0, "rate_rps": 20.0, "slo_attainment": 0.95,
+              "slos": {"chat": {"ttft": {"met": False}}}}
+    assert passes(ok) and not passes(missed)
+    assert goodput([ok, missed]) == 10.0
+    bound = goodput_bound([ok, missed], None)
+    assert (bound["bound"], bound["load_pass"], bound["load_fail"]) == ("bracketed", 1.0, 2.0)
+    assert goodput([missed]) == 0.0 and goodput_bound([missed], None)["bound"] == "below"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -91,6 +92,24 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         yield Console(gw, admin, acme, search, globex)
     finally:
         gw.stop()
+
+
+CJK_FONT_PACKAGE = "fonts-wqy-microhei"  # the one README names; scripts/test installs it
+
+
+@pytest.fixture(scope="session")
+def cjk_font() -> str:
+    """A font with Chinese glyphs, as fontconfig sees it (Chromium asks fontconfig)."""
+    found = subprocess.run(["fc-list", ":lang=zh", "family"], capture_output=True,
+                           text=True, check=False).stdout.strip() \
+        if shutil.which("fc-list") else ""
+    if not found:
+        message = (f"no font with Chinese glyphs (apt-get install {CJK_FONT_PACKAGE}; "
+                   "scripts/test does it)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return found.splitlines()[0]
 
 
 @pytest.fixture(scope="session")

@@ -159,6 +159,37 @@ def test_pages_in_chinese_by_switch_and_by_browser(browser: Browser, console: Co
     zh.close()
 
 
+# drawn in the page's own font: each string's pixels (a canvas, so what the browser
+# really rendered); a glyph no installed font has is the same box (tofu) whatever the
+# character, so Han characters that render differ from one another and from boxes
+GLYPHS = """() => document.fonts.ready.then(() => {
+  const font = getComputedStyle(document.querySelector('h1')).font;
+  const c = document.createElement('canvas'); c.width = 240; c.height = 60;
+  const g = c.getContext('2d');
+  const draw = (s) => { g.clearRect(0, 0, 240, 60); g.font = font; g.fillStyle = '#000';
+                        g.fillText(s, 4, 44); return g.getImageData(0, 0, 240, 60).data.join(); };
+  const blank = draw('');
+  return {font: font, han1: draw('概'), han2: draw('览'), tofu: draw('\\u{10FFFD}'),
+          blank: blank, family: getComputedStyle(document.body).fontFamily};
+})"""
+
+
+def test_chinese_glyphs_render_not_tofu(browser: Browser, console: Console,
+                                        cjk_font: str) -> None:
+    """Issue 31: the Chinese console declares a CJK font stack, and with the font
+    package the README names installed (scripts/test installs it) its characters
+    render as glyphs, not as the boxes of a missing font."""
+    page = sign_in(browser, console, console.admin, locale="zh-CN")
+    assert page.inner_text("h1") == "概览"
+    got = page.evaluate(GLYPHS)
+    assert "WenQuanYi Micro Hei" in got["family"] and "Noto Sans CJK SC" in got["family"]
+    assert got["family"].lstrip('"').startswith("PingFang SC")  # CJK faces first in zh
+    assert got["han1"] != got["blank"] and got["han2"] != got["blank"]  # drawn at all
+    assert got["han1"] != got["han2"], "the Chinese characters render as identical boxes"
+    assert got["han1"] != got["tofu"], "the Chinese characters render as tofu"
+    page.close()
+
+
 def test_sign_out(browser: Browser, console: Console) -> None:
     page = sign_in(browser, console, console.admin)
     cookies: list[Any] = page.context.cookies()

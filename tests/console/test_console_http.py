@@ -137,7 +137,7 @@ def test_usage_matches_the_admin_api_and_the_csv_is_the_table(console: Console) 
         page = h.get("/console/usage", params={"since": "7d"}).text
         csv_text = h.get("/console/usage.csv", params={"since": "7d"}).text
     lines = csv_text.strip().split("\n")
-    assert lines[0].startswith("tenant,requests,errors,")
+    assert lines[0].startswith("tenant,requests,limited,client_errors,failures,cancelled,")
     by_name = {line.split(",")[0]: line.split(",") for line in lines[1:]}
     header = lines[0].split(",")
     assert set(by_name) == {r["tenant"] for r in api["data"]}
@@ -204,6 +204,9 @@ def test_catalogs_translate_every_string_the_templates_show() -> None:
     used |= {f"nav.{name}" for name, _, _ in PAGES} | {f"lang.{lang}" for lang in LANGUAGES}
     used |= {f"col.{c}" for c in (*COLUMNS, *groups)} | {f"usage.by.{g}" for g in groups}
     used |= {f"source.{s}" for s in (*SOURCES, "output")} | {f"verdict.{v}" for v in VERDICTS}
+    from tokenplane.console.pages.audit import SHOWN_OUTCOMES
+
+    used |= {f"outcome.{o}" for o in SHOWN_OUTCOMES}
     used |= {f"unit.{u}" for u in UNITS} | {f"breaker.{b}" for b in ("closed", "open",
                                                                       "half_open")}
     used |= {f"top.{d}" for d in ("tenant", "tenant/department", "tenant/app", "department",
@@ -302,5 +305,14 @@ def test_advice_shows_the_kept_documents_findings_and_its_age(console: Console) 
         assert count is not None and int(count.group(1)) == doc["total"]["findings"]
         age = re.search(r'id="advice-age" data-age="([0-9.]+)"', page.text)
         assert age is not None and float(age.group(1)) >= 0
+        # a young ledger: the page says what it checked and what it lacks
+        cov = doc["coverage"]
+        checked = re.search(r'id="coverage-checked">Checked ([0-9,]+) requests in (\d+) groups',
+                            page.text)
+        assert checked is not None and int(checked.group(1).replace(",", "")) == \
+            cov["requests"]
+        assert "at least 20 requests" in page.text
+        if cov["short"] is not None:
+            assert 'id="coverage-short">Lacking data:' in page.text
         for bad in ("0", "x", "-1"):
             assert h.get(f"/console/advice?page={bad}").status_code == 400, bad

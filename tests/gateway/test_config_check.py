@@ -191,3 +191,45 @@ def test_an_unset_metrics_token_is_a_warning_of_what_serve_will_refuse(
     monkeypatch.setenv("TP_TEST_METRICS_TOKEN", "t")
     code, out = _check(tmp_path, text)
     assert code == 0 and "TP_TEST_METRICS_TOKEN" not in out
+
+
+FOUR_STAGES = """
+server:
+  port: 99999                      # 1. the schema: out of range
+models:
+  - alias: a
+    chat_template: klingon         # 4. the build: no such chat family
+    backends: [{type: sim}]
+tenants:
+  - name: t
+    models: [a, nosuch]            # 2. the cross-references: no such alias
+"""
+
+
+def test_four_errors_in_four_stages_in_one_run(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 31: the schema's error, a cross-reference, the environment's URL and what
+    only building the parts finds: all four in one run (it took three runs), grouped
+    by where they are in the file."""
+    monkeypatch.setenv("TOKENPLANE_DATABASE_URL", "mysql://db/tp")  # 3. the environment
+    code, out = _check(tmp_path, FOUR_STAGES)
+    assert code == 1
+    lines = out.splitlines()
+    expected = ["server.port: Input should be less than or equal to 65535",
+                "tenants[0].models[1]: no model alias 'nosuch'",
+                "$TOKENPLANE_DATABASE_URL: 'mysql' is not supported",
+                "models[0].chat_template: unknown chat family 'klingon'"]
+    for want in expected:
+        assert sum(ln.startswith(want) for ln in lines) == 1, (want, out)
+    assert "4 error(s)" in out
+    # grouped: one block per part of the file, a blank line between blocks
+    blocks = [b.splitlines() for b in out.split("4 error(s)")[0].strip().split("\n\n")]
+    assert len(blocks) == 4 and all(len(b) == 1 for b in blocks)
+
+
+def test_errors_of_one_part_stay_together(tmp_path: Path) -> None:
+    code, out = _check(tmp_path, BROKEN)
+    assert code == 1
+    blocks = out.split(" error(s)")[0].rsplit("\n", 1)[0].strip().split("\n\n")
+    sections = [{ln.split(".")[0].split("[")[0] for ln in b.splitlines()} for b in blocks]
+    assert all(len(s) == 1 for s in sections), blocks

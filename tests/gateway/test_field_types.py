@@ -258,3 +258,20 @@ def test_parts_without_text_are_served(client: httpx.Client, role: str,
                                  {"role": "user", "content": "hi"}]}
     resp = client.post(PATHS["chat"], json=body)
     assert resp.status_code == 200, resp.text
+
+
+def test_curls_default_content_type_is_told_how_to_fix_it(gw: GatewayThread) -> None:
+    """Issue 31: ``curl -d '{...}'`` sends JSON as a form; the 415 says what curl did
+    and the flag that fixes it, on the front and on the aiohttp app."""
+    assert gw.server is not None
+    key = gw.create_key("default", app="curl")
+    inner = gw.call(gw.server.listen_inner())
+    body = b'{"model": "%s", "messages": [{"role": "user", "content": "x"}]}' % MODEL.encode()
+    for port in (gw.port, inner):
+        resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", content=body,
+                          timeout=30, headers={"authorization": f"Bearer {key}",
+                                               "content-type": "application/x-www-form-urlencoded"})
+        assert resp.status_code == 415, resp.text
+        message = resp.json()["error"]["message"]
+        assert "what curl sends with -d" in message
+        assert "-H 'Content-Type: application/json'" in message and "--json" in message

@@ -167,7 +167,8 @@ def _reference_entry(fin: AuditFinisher, ctx: RequestContext) -> AuditEntry:
     if ctx.error_code:
         verdicts["error"] = ctx.error_code
     verdict = ("block" if ctx.error_code in BLOCK_CODES
-               else "flag" if state is not None and state.flagged else "allow")
+               else "flag" if state is not None and state.flagged
+               else "allow" if state is not None else "unscreened")  # issue 31
     content = None
     if fin.keep_content and state is not None:
         content = {"request": state.request_content, "response": response}

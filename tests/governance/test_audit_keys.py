@@ -117,7 +117,12 @@ def test_no_key_configured_warns_at_start_and_verify_says_integrity_only(
         assert key_file.stat().st_mode & 0o777 == 0o600
         code, out = _verify(home)
         assert code == 3 and "integrity only, not authenticity" in out, out
-        assert "intact" not in out
+        assert "intact" not in out.split("exit 0 when intact")[0]
+        # the exit code and the steps that keep the key apart (issue 31)
+        assert "exit 3: integrity only" in out
+        assert f"install -m 600 {key_file} /etc/tokenplane/audit.key" in out
+        assert "governance.audit.key_file: /etc/tokenplane/audit.key" in out
+        assert "tokenplane audit verify --key-file /etc/tokenplane/audit.key" in out
         # re-signed with the key found next to the log: verify cannot tell, and says so
         _forge(home, key_file.read_bytes().strip())
         code, out = _verify(home)

@@ -26,6 +26,7 @@ events_st = st.builds(
     model=st.sampled_from(["m1", "m2"]),
     key_id=st.sampled_from(["k1", "k2"]),
     status=st.sampled_from(["ok", "error", "cancelled"]),
+    http_status=st.sampled_from([200, 400, 404, 415, 429, 499, 502, 504]),
     input_system=st.integers(0, 5000),
     input_user=st.integers(0, 5000),
     input_context=st.integers(0, 5000),
@@ -51,6 +52,14 @@ def expected_rollups(events: list[UsageEvent]) -> dict[tuple[Any, ...], list[int
             derived = {"estimated_input_tokens": ev.estimated_input_tokens if ran else 0,
                        "refused": int(not ran),
                        "refused_input_tokens": 0 if ran else ev.estimated_input_tokens}
+            # the four kinds of request that did not end ok, each counted once
+            failed = ev.status == "error"
+            left = ev.status == "cancelled" or (failed and ev.http_status == 499)
+            ours = failed and not left and ev.http_status == 429 and not ran
+            client = failed and not left and ev.http_status in (400, 404, 415)
+            derived |= {"limited": int(ours), "client_errors": int(client),
+                        "cancelled": int(left),
+                        "failures": int(failed and not (left or ours or client))}
             values = [1, int(ev.status != "ok")] + [
                 derived[m] if m in derived else getattr(ev, m) for m in MEASURES[2:]]
             acc = out.setdefault(key, [0] * len(MEASURES))

@@ -20,7 +20,7 @@ from tokenplane.observe.metrics import GatewayMetrics
 
 def _worker(requests: int, queue: int, degraded: int, healthy: int) -> GatewayMetrics:
     m = GatewayMetrics()
-    m.requests.labels("chat", "chat", "ok", "200", "acme").inc(requests)
+    m.requests.labels("chat", "chat", "ok", "200", "ok", "acme").inc(requests)
     for latency in (0.003, 0.2) * requests:
         m.e2e.labels("chat", "chat").observe(latency)
     m.unauthenticated.inc(requests)  # a prometheus_client Counter, with _created

@@ -165,3 +165,61 @@ def test_bad_input(home: Path, tmp_path: Path, args: list[str], hint: str) -> No
                                          "--home", str(home), *args])
     assert r.exit_code == 2
     assert hint in r.output
+
+
+SMALL = datetime(2026, 9, 1, tzinfo=UTC).timestamp()  # September 2026: tiny spends
+AUG = datetime(2026, 8, 1, tzinfo=UTC).timestamp()
+
+
+def test_the_pdf_shows_small_amounts_no_change_tenants_and_a_full_first_page(
+    tmp_path: Path,
+) -> None:
+    """Issue 31: amounts below a cent keep their significant digits (never 0.00); a
+    month that spent what the one before did says "no change", with no shares of it;
+    the table names each line's tenant; the first page carries the chart and the
+    table, not white space."""
+    events = []
+    for n, (tenant, start, cost) in enumerate([("acme", SMALL, 12), ("initech", SMALL, 30),
+                                               ("acme", AUG, 30), ("initech", AUG, 12)]):
+        for i in range(3):
+            ts = start + (4 + i) * DAY
+            events.append(UsageEvent(
+                request_id=f"s{n}-{i}", attempt=0, ts=ts, tenant=tenant, department="lab",
+                app="notes", model="chat", input_tokens=100, output_tokens=10,
+                input_user=100, cost_micros=cost, estimated_input_tokens=100,
+                upstream_start_ts=ts - 1, arrival_ts=ts - 1))
+
+    async def write() -> None:
+        sink = await open_sink(tmp_path / "ledger.db")
+        try:
+            await sink.write(events)
+        finally:
+            await sink.close()
+
+    asyncio.run(write())
+    out = tmp_path / "cost.pdf"
+    r = CliRunner().invoke(build_cli(), [
+        "report", "cost", "--month", "2026-09", "--format", "pdf", "--out", str(out),
+        "--home", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    reader = PdfReader(str(out))
+    pages = [_text_numbers(p.extract_text()) for p in reader.pages]
+    text = " ".join(pages)
+    # 3 x 12 = 36 micro-units for acme, 3 x 30 = 90 for initech: 0.000126 in all
+    assert "cost this month 0.000126" in text
+    assert "cost 2026-08 0.000126" in text
+    assert "change no change" in text
+    assert "acme lab notes 3" in text and "initech lab notes 3" in text
+    assert "0.000036" in text and "0.000090" in text
+    assert "+0.000054" in text and "-0.000054" in text  # the drivers, signed
+    assert "No change in the total" in text
+    assert "share of the total change" not in text or "%" not in text.split(
+        "share of the total change", 1)[1].split("Savings", 1)[0]
+    assert "Cost per day" in pages[0] and "By tenant, department and app" in pages[0]
+
+
+def test_money_keeps_the_digits_that_show_it() -> None:
+    assert [money(m) for m in (0, 1, 12, 2850, 9_994, 10_000, 1_234_567, -36, 123_456_789)] \
+        == ["0.00", "0.000001", "0.000012", "0.00285", "0.00999", "0.01", "1.23", "-0.000036",
+            "123.46"]
+    assert money(54, signed=True) == "+0.000054" and money(-54, signed=True) == "-0.000054"

@@ -98,9 +98,15 @@ def test_headroom_cost_and_the_probes_on_record(
         assert probes[h["needed"]] is True
         if h["needed"] > 1:
             assert probes[h["needed"] - 1] is False
-    day = sum(h["recommended"] for h in plan["hours"])
+    observed = sum(h["recommended"] for h in plan["hours"])
+    assert plan["replica_hours_observed"] == observed
+    # two hours of the day observed: the day's other 22 priced at their average
+    day = observed * 24 / 2
     assert plan["replica_hours_per_day"] == day
     assert plan["cost_per_month"] == f"{day * 2.5 * 30.4375:.2f}"
+    assert plan["hours_observed"] == [0, 1]
+    assert plan["cost_basis"] == "2 of 24 hours observed (00, 01); the other 22 priced at " \
+        "their average"
 
 
 def test_hour_buckets_keep_each_hours_busiest_day() -> None:
@@ -218,3 +224,25 @@ def test_from_the_ledger(tmp_path: Path) -> None:
     assert [h["requests"] for h in hours] == [6]
     assert hours[0]["hour"] in (hour, (hour - 1) % 24)  # the test may cross an hour
     assert hours[0]["needed"] == 1
+
+
+def test_a_one_hour_trace_is_priced_for_the_whole_month(tmp_path: Path) -> None:
+    """Issue 31: a trace of one hour is one hour of 24: $/mo prices the whole day at
+    that hour's replicas (not one hour a day, 24 times too low), and says which hours
+    were observed."""
+    trace = tmp_path / "one_hour.csv"
+    _write_trace(trace, [r for r in _two_hours() if r.arrival < 3600.0])
+    out = tmp_path / "plan"
+    result = CliRunner().invoke(build_cli(), [
+        "plan", "--trace", str(trace), "--out", str(out), "--start-hour", "8",
+        "--price-per-replica-hour", "2.5", "--headroom", "0"])
+    assert result.exit_code == 0, result.output
+    base = json.loads((out / "plan.json").read_text())["scenarios"]["base"]
+    [hour] = base["hours"]
+    replicas = hour["recommended"]
+    assert base["hours_observed"] == [8]
+    assert base["cost_per_month"] == f"{replicas * 24 * 2.5 * 30.4375:.2f}"
+    assert base["cost_per_month_static_at_peak"] == base["cost_per_month"]
+    text = (out / "plan.txt").read_text()
+    assert f"$/mo  {replicas * 24 * 2.5 * 30.4375:>18.2f}" in text
+    assert "1 of 24 hours observed (08); the other 23 priced at their average" in text

@@ -13,8 +13,10 @@ class AdmissionRefused(GatewayError):
     """A limit refused the request: 429 naming the scope and limit; ``code`` tells a
     budget from a rate, ``headers`` carry ``retry-after`` and ``x-ratelimit-*``."""
 
-    def __init__(self, denial: Denial, headers: dict[str, str], currency: str = "") -> None:
-        super().__init__(429, denial.describe(currency), code=denial.code, headers=headers)
+    def __init__(self, denial: Denial, headers: dict[str, str], currency: str = "",
+                 now: float | None = None) -> None:
+        super().__init__(429, denial.describe(currency, now), code=denial.code,
+                         headers=headers)
         self.denial = denial
 
 
@@ -33,12 +35,14 @@ class AdmissionUnavailable(GatewayError):
 
 def denial_error(denial: Denial, *, default_retry_s: float = 1.0,
                  extra_headers: dict[str, str] | None = None,
-                 currency: str = "") -> AdmissionRefused | RequestExceedsLimit:
-    """429 for a limit the request may pass later; 400 for one it never can."""
+                 currency: str = "", now: float | None = None,
+                 ) -> AdmissionRefused | RequestExceedsLimit:
+    """429 for a limit the request may pass later; 400 for one it never can. ``now``:
+    a budget's message says when it resets."""
     if denial.never:
         return RequestExceedsLimit(denial, currency)
     headers = {**(extra_headers or {}), **denial_headers(denial, default_retry_s)}
-    return AdmissionRefused(denial, headers, currency)
+    return AdmissionRefused(denial, headers, currency, now)
 
 
 def unavailable_error(exc: StoreUnavailable, *, retry_after_s: int = 1) -> AdmissionUnavailable:

@@ -9,6 +9,7 @@ from tokenplane.admission.binding import BoundLimit
 from tokenplane.admission.limits import DenialCode, LimitRule, RuleKind
 from tokenplane.admission.money import money, per, quantity
 from tokenplane.admission.scopes import Scope
+from tokenplane.timefmt import duration, utc_minute
 
 ALERT_THRESHOLDS_PCT: tuple[int, ...] = (50, 80, 100)
 
@@ -76,8 +77,10 @@ class Denial:
     def message(self) -> str:
         return self.describe()
 
-    def describe(self, currency: str = "") -> str:
-        """The refusal in words, money in ``currency`` (integer micros otherwise)."""
+    def describe(self, currency: str = "", now: float | None = None) -> str:
+        """The refusal in words, money in ``currency`` (integer micros otherwise). With
+        ``now``, a calendar budget says when it resets (``resets 2027-01-01 00:00 UTC
+        (in 24 days)``) and a long wait is a duration, not seconds."""
         who = _who(self.scope)
         span = per(self.rule) if self.rule is not None else ""
         if self.never:
@@ -88,9 +91,7 @@ class Denial:
                 f"needs {quantity(self.requested, self.unit, currency)} at once and the "
                 f"limit allows {allows}{over}. Lower max_tokens or shorten the input."
             )
-        wait = (
-            f" Retry after {self.retry_after_s:.3f}s." if self.retry_after_s is not None else ""
-        )
+        wait = self._wait(now)
         if self.unit == "cost_micros":
             cur = currency
             return (
@@ -106,6 +107,16 @@ class Denial:
             f"{what} '{self.limit_name}' of {self.scope.label} reached: limit {self.limit} "
             f"{self.unit}, remaining {self.remaining}.{wait}"
         )
+
+    def _wait(self, now: float | None) -> str:
+        after = self.retry_after_s
+        if after is None:
+            return ""
+        if now is not None and self.rule is not None and self.rule.kind == "calendar":
+            return f" It resets {utc_minute(now + after)} (in {duration(after)})."
+        if after >= 60:
+            return f" Retry in {duration(after)}."
+        return f" Retry after {after:.3f}s."
 
 
 def _who(scope: Scope) -> str:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from tokenplane.advice.coverage import explain
 from tokenplane.advice.gateway.source import gather_advice
 from tokenplane.cli.common import ConfigOpt, config_value
 from tokenplane.cli.usage_cmd import (
@@ -54,6 +55,9 @@ def render_table(doc: dict[str, Any]) -> str:
         ]
     for kind, why in doc["not_evaluated"].items():
         lines.append(f"\nnot evaluated: {kind}: {why}")
+    cov = doc.get("coverage")
+    if cov:
+        lines += ["", *explain(cov)]
     return "\n".join(lines) + "\n"
 
 

@@ -77,6 +77,22 @@ def _verifier(home: Path, key_env: str, key_file: str | None,
     return verifier, weak
 
 
+def keep_apart(home: Path) -> str:
+    """What exit 3 means and the steps that make verify prove authenticity."""
+    return (
+        "exit 3: integrity only. The signing key is in the data directory, so anyone who "
+        "could edit these logs could have re-signed them. To keep the key apart:\n"
+        f"  1. move it out:  install -m 600 {home / KEY_FILE} /etc/tokenplane/audit.key "
+        f"&& rm {home / KEY_FILE}\n"
+        "  2. point the gateway at it: governance.audit.key_file: /etc/tokenplane/"
+        "audit.key (or put the key in $TOKENPLANE_AUDIT_KEY), then restart it\n"
+        "  3. verify with the key from there: tokenplane audit verify --key-file "
+        "/etc/tokenplane/audit.key (or --public-key HEX, the key the gateway logs at "
+        "start): exit 0 when intact\n"
+        "The records written so far stay verifiable with the same key "
+        "(docs/GOVERNANCE.md, 'Audit threat model').")
+
+
 def _dirs(home: Path, one: str | None) -> list[Path]:
     dirs = [Path(one)] if one else log_dirs(home / "audit")
     if not dirs:
@@ -110,24 +126,27 @@ def register(app: typer.Typer) -> None:
         shipped = read_anchors(Path(anchors).read_text()) if anchors else []
         worst = 0
         dirs = _dirs(root, dir_)
-        for d in dirs:
-            out = io.StringIO()
-            rc = cli_verify(d, verifier, out, integrity_only=weak)
-            typer.echo(f"{d}: {out.getvalue().strip()}")
-            problem = check_anchors(d, shipped) if rc in (0, 3) else None
-            if problem is not None:
-                typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
-                rc = 1
-            worst = max(worst, rc, key=SEVERITY.__getitem__)
+        from tokenplane.cli.progress import Progress
+
+        with Progress("audit verify", len(dirs)) as bar:
+            for d in dirs:
+                bar.step(f"verifying {d.name}", 0)
+                out = io.StringIO()
+                rc = cli_verify(d, verifier, out, integrity_only=weak)
+                typer.echo(f"{d}: {out.getvalue().strip()}")
+                problem = check_anchors(d, shipped) if rc in (0, 3) else None
+                if problem is not None:
+                    typer.echo(f"{d}: audit log FAILED the anchors: {problem}")
+                    rc = 1
+                worst = max(worst, rc, key=SEVERITY.__getitem__)
+                bar.step(d.name)
         missing = sorted({a.log for a in shipped} - {d.name for d in dirs}) if not dir_ else []
         for name in missing:
             typer.echo(f"{root / 'audit' / name}: audit log FAILED the anchors: the log is "
                        "missing (anchors were shipped for it)")
             worst = 1
         if worst == 3:
-            typer.echo("integrity only: anyone who could edit these logs could have re-signed "
-                       "them; keep the key outside the data directory (governance.audit."
-                       "key_file or $TOKENPLANE_AUDIT_KEY; docs/GOVERNANCE.md)", err=True)
+            typer.echo(keep_apart(root), err=True)
         raise typer.Exit(worst)
 
     @audit.command("export")

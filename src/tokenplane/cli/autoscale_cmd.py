@@ -27,7 +27,7 @@ import typer
 from tokenplane.autoscale.gateway.decision_log import log_dir, read_decisions
 from tokenplane.autoscale.gateway.status_file import read_status
 from tokenplane.cli.common import ConfigOpt, HomeOpt, data_dir
-from tokenplane.metering.reports import format_rows
+from tokenplane.cli.tables import table
 
 
 def _iso(t: object) -> str:
@@ -127,6 +127,6 @@ def register(app: typer.Typer) -> None:
         at = body.get("written_at")
         if at is not None:
             typer.echo(f"as of {_iso(at)} ({time.time() - float(at):.0f}s ago)")
-        typer.echo(format_rows(pool_rows(body), "table"), nl=False)
+        typer.echo(table(pool_rows(body)), nl=False)
         typer.echo("\nrecent decisions:")
-        typer.echo(format_rows(decision_rows(body), "table"), nl=False)
+        typer.echo(table(decision_rows(body)), nl=False)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenplane.cli.common import ConfigOpt, open_keys, store_home
+from tokenplane.cli.tables import WIDTH, Wide
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
         tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
         home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
         config: ConfigOpt = None,
+        wide: Wide = False,
     ) -> None:
         """List keys (ids and prefixes only; keys are stored hashed)."""
         store = open_keys(store_home(home, config), config)
@@ -54,7 +56,7 @@ def register(app: typer.Typer) -> None:
             table.add_row(r.id, r.prefix + "…", r.tenant, r.department or "", r.app or "",
                           r.name or "", "yes" if r.admin else "", _ts(r.created_at),
                           _ts(r.revoked_at) if r.revoked_at else "")
-        Console(width=160).print(table)
+        Console(width=10_000 if wide else WIDTH).print(table)
 
     @keys.command("revoke")
     def revoke(

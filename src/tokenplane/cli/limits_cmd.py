@@ -20,6 +20,7 @@ from rich.table import Table
 from tokenplane.admission.limits import LimitError
 from tokenplane.admission.money import money
 from tokenplane.cli.common import open_keys, store_home
+from tokenplane.cli.tables import WIDTH, Wide
 from tokenplane.meta.limit_store import (
     LimitTarget,
     budget_micros,
@@ -110,7 +111,7 @@ def register(app: typer.Typer) -> None:
 
     @limits.command("show")
     def show(tenant: Annotated[str | None, typer.Option(help="Only this tenant.")] = None,
-             home: Home = None) -> None:
+             home: Home = None, wide: Wide = False) -> None:
         """List every scope's limits."""
         store = open_limits(store_home(home), database_url())
         try:
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             table.add_row(t.tenant, t.department or "", t.app or "", t.key_id or "",
                           t.user or "", t.model or "", _describe(limits_to_dict(e.limits)),
                           time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.updated_at)))
-        Console(width=200).print(table)
+        Console(width=10_000 if wide else WIDTH).print(table)
 
     @limits.command("delete")
     def delete(tenant: Tenant, department: Dept = None, app_: App = None,

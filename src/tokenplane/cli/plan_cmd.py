@@ -170,6 +170,8 @@ def format_plan(plans: dict[str, Any]) -> str:
         f"{plans[n]['peak']['recommended']:>18}" for n in names))
     if all("cost_per_month" in plans[n] for n in names):
         lines.append("$/mo  " + "  ".join(f"{plans[n]['cost_per_month']:>18}" for n in names))
+        bases = {plans[n]["cost_basis"] for n in names}
+        lines.append("$/mo: a whole month, 24 hours a day; " + "; ".join(sorted(bases)))
     return "\n".join(lines)
 
 

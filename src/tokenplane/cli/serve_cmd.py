@@ -90,7 +90,20 @@ Try it:
     python -c "from openai import OpenAI; c = OpenAI(base_url='{base}', api_key='{key}'); \\
 print(c.chat.completions.create(model='{model}', \\
 messages=[{{'role': 'user', 'content': 'Hello!'}}]))"
+
+Lost this key? On this host, this makes another admin key (and `tokenplane keys revoke
+{rec.id}` ends the lost one):
+
+    {_recovery(cfg, home, tenant)}
 """)
+
+
+def _recovery(cfg: GatewayConfig, home: Path, tenant: str) -> str:
+    """The command that makes another admin key in the store this one is in."""
+    command = f"tokenplane keys create --tenant {tenant} --admin --name recovery"
+    if cfg.database_url:  # never printed: it may carry a password
+        return f"{command} --config YOUR_CONFIG.yaml   # or with $TOKENPLANE_DATABASE_URL set"
+    return f"{command} --home {home.resolve()}"
 
 
 def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int,

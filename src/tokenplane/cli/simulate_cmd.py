@@ -91,9 +91,8 @@ def register(app: typer.Typer) -> None:
         bar = Progress("simulate", None if bisect else len(names) * len(loads))
 
         def progress(name: str, factor: float, point: dict[str, Any]) -> None:
-            att = point.get("slo_attainment", point.get("attainment"))
-            bar.step(f"{name} load {factor} done in {point.get('sim_wall_s')} s"
-                     + (f"; attainment {att}" if att is not None else ""))
+            bar.step(f"{name} load {factor:g}x done in {point.get('sim_wall_s')} s; "
+                     + verdict(point))
 
         try:
             with bar:
@@ -108,12 +107,31 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2) from None
         for name, res in results["policies"].items():
             g = res["goodput"]
-            note = {"capped": f"at least: every load tried passed (up to {g['load_pass']}x)",
-                    "below": "below the lowest load tried",
-                    "bracketed": f"knee between {g['load_pass']}x and {g['load_fail']}x"}
-            typer.echo(f"{name:>20} goodput {res['goodput_rps']:.3f} req/s "
-                       f"({note[g['bound']]})")
+            if g["bound"] == "below":
+                note, shown = "no load tried passed: below the lowest", "-"
+            else:
+                shown = f"{res['goodput_rps']:.4g} req/s"
+                note = (f"at least: every load tried passed (up to {g['load_pass']:g}x)"
+                        if g["bound"] == "capped" else
+                        f"knee between {g['load_pass']:g}x and {g['load_fail']:g}x")
+            typer.echo(f"{name:>20} goodput {shown} ({note})")
+            for point in res["points"]:
+                typer.echo(f"{'':>20}   load {float(point['load']):g}x: {verdict(point)}")
         typer.echo(f"wrote {out}/results.json")
+
+
+def verdict(point: dict[str, Any]) -> str:
+    """A load's attainment in 4 significant digits and whether it passed (and which
+    configured SLOs it missed)."""
+    from tokenplane.sim.metrics import failed_slos, passes
+
+    att = point.get("slo_attainment")
+    if att is None:
+        return "no attainment"
+    missed = failed_slos(point)
+    state = "passed" if passes(point) else (
+        f"failed: {', '.join(missed)} missed" if missed else "failed: below 0.9")
+    return f"attainment {float(att):.4g}, {state}"
 
 
 def _autoscale_day(trace: str, out: str, names: str, *, shape: str, day_hours: float,

@@ -16,10 +16,11 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from tokenplane.cli.tables import Wide, table
 from tokenplane.cli.usage_cmd import DbUrl, Home, ledger_target
 from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.config.schema import GatewayConfig
-from tokenplane.metering.reports import format_rows, parse_time_bound
+from tokenplane.metering.reports import parse_time_bound
 from tokenplane.metering.request_history import last_attempts
 from tokenplane.metering.stores.open import open_sink
 from tokenplane.slo.evaluator import SliStatus, SloEvaluator
@@ -101,6 +102,7 @@ def register(app: typer.Typer) -> None:
             help="Evaluate as of this time (epoch, ISO or an age like 1h); default now.")
         ] = None,
         fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+        wide: Wide = False,
     ) -> None:
         """SLI, objective, budget left (share and bad events), burn rates, alerts."""
         if fmt not in ("table", "json"):
@@ -118,4 +120,6 @@ def register(app: typer.Typer) -> None:
         if fmt == "json":
             typer.echo(json.dumps([r.as_dict() for r in rows], indent=2))
         else:
-            typer.echo(format_rows([_row(r) for r in rows], "table"))
+            typer.echo(table([_row(r) for r in rows], "table", wide=wide,
+                             first=("slo", "sli", "objective", "window_s", "sli_ratio",
+                                    "budget_remaining", "alerts")))

@@ -27,11 +27,11 @@ from tokenplane.cli.common import DEFAULT_HOME, ConfigOpt, config_value, data_di
 from tokenplane.cli.session_chart import write_waterfall
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.mcp.gateway.session_tools import session_tool_costs
+from tokenplane.cli.tables import Wide, table
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
     fingerprint_report,
-    format_rows,
     parse_time_bound,
     token_source_report,
     top_consumers,
@@ -101,8 +101,15 @@ def _dims(values: list[str] | None, default: str) -> list[str]:
     return dims
 
 
+# what a usage table shows first when it must fit: who, how much, what it cost, then
+# what became of the requests that did not end ok
+USAGE_FIRST = ("requests", "cost", "currency", "limited", "client_errors", "failures",
+               "cancelled", "total_tokens", "input_tokens", "output_tokens")
+
+
 def _run(target: str, fmt: str,
-         report: Callable[[LedgerSink], Awaitable[list[dict[str, Any]]]]) -> None:
+         report: Callable[[LedgerSink], Awaitable[list[dict[str, Any]]]], *,
+         wide: bool = False, first: tuple[str, ...] = ()) -> None:
     async def go() -> list[dict[str, Any]]:
         sink = await open_sink(target)
         try:
@@ -110,7 +117,12 @@ def _run(target: str, fmt: str,
         finally:
             await sink.close()
 
-    text = format_rows(asyncio.run(go()), fmt)
+    from tokenplane.cli.progress import Progress
+
+    with Progress("usage") as bar:
+        bar.step("reading the ledger's rollups", 0)
+        rows = asyncio.run(go())
+    text = table(rows, fmt, wide=wide, first=first)
     typer.echo(text, nl=not text.endswith("\n"))
 
 
@@ -125,7 +137,8 @@ def register(app: typer.Typer) -> None:
             help="Group by tenant, department, app, model, key, day (repeat or comma-"
                  "separate; default tenant).")] = None,
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+        wide: Wide = False, home: Home = None, database_url: DbUrl = None,
+        config: ConfigOpt = None,
     ) -> None:
         """Requests, tokens (by kind and source) and cost, grouped as asked."""
         if ctx.invoked_subcommand is not None:
@@ -135,12 +148,14 @@ def register(app: typer.Typer) -> None:
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
         _run(ledger_target(home, database_url, config), fmt,
-             lambda sink: usage_report(sink, dims, lo, hi, tenant))
+             lambda sink: usage_report(sink, dims, lo, hi, tenant), wide=wide,
+             first=(*dims, *USAGE_FIRST))
 
     @usage.command("sources")
     def sources(
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+        wide: Wide = False, home: Home = None, database_url: DbUrl = None,
+        config: ConfigOpt = None,
     ) -> None:
         """Per tenant and app: how many tokens are system prompt, history, RAG context,
         tools, user input and output, with shares."""
@@ -148,13 +163,14 @@ def register(app: typer.Typer) -> None:
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
         _run(ledger_target(home, database_url, config), fmt,
-             lambda sink: token_source_report(sink, lo, hi, tenant))
+             lambda sink: token_source_report(sink, lo, hi, tenant), wide=wide,
+             first=("tenant", "app", "total_tokens"))
 
     @usage.command("prompts")
     def prompts(
         min_requests: Annotated[int, typer.Option(min=1, help="Seen at least this often.")] = 2,
         limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 50,
-        fmt: Fmt = "table", tenant: Tenant = None, home: Home = None,
+        fmt: Fmt = "table", tenant: Tenant = None, wide: Wide = False, home: Home = None,
         database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
         """Repeated system prompts (fingerprints): requests and cacheable tokens."""
@@ -164,7 +180,8 @@ def register(app: typer.Typer) -> None:
             return add_cacheable_tokens(
                 await fingerprint_report(sink, tenant, min_requests, limit))
 
-        _run(ledger_target(home, database_url, config), fmt, rows)
+        _run(ledger_target(home, database_url, config), fmt, rows, wide=wide,
+             first=("tenant", "app", "requests", "system_tokens", "last_ts"))
 
     @usage.command("top")
     def top(
@@ -173,7 +190,8 @@ def register(app: typer.Typer) -> None:
         order: Annotated[str, typer.Option(help="cost or tokens.")] = "cost",
         limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 10,
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+        wide: Wide = False, home: Home = None, database_url: DbUrl = None,
+        config: ConfigOpt = None,
     ) -> None:
         """The biggest consumers along one dimension."""
         _check_format(fmt)
@@ -185,7 +203,8 @@ def register(app: typer.Typer) -> None:
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
         _run(ledger_target(home, database_url, config), fmt,
-             lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order))
+             lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order), wide=wide,
+             first=(by, *USAGE_FIRST))
 
     @usage.command("sessions")
     def sessions(
@@ -193,7 +212,8 @@ def register(app: typer.Typer) -> None:
             help="cost, tokens, steps or recent.")] = "cost",
         limit: Annotated[int, typer.Option(min=1, help="At most this many rows.")] = 20,
         since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
-        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+        wide: Wide = False, home: Home = None, database_url: DbUrl = None,
+        config: ConfigOpt = None,
     ) -> None:
         """The costliest agent sessions (by cost, tokens or steps; or the most recent)
         whose last step falls in [since, until)."""
@@ -204,14 +224,16 @@ def register(app: typer.Typer) -> None:
         now = time.time()
         lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
         _run(ledger_target(home, database_url, config), fmt,
-             lambda sink: costliest_sessions(sink, tenant, lo, hi, limit, order))
+             lambda sink: costliest_sessions(sink, tenant, lo, hi, limit, order), wide=wide,
+             first=("session_id", "tenant", "app", "steps", "cost", "currency",
+                    "total_tokens", "last_ts"))
 
     @usage.command("session")
     def session(
         session_id: Annotated[str, typer.Argument(help="The session id.")],
         png: Annotated[Path | None, typer.Option(
             "--png", help="Also write the waterfall chart to this PNG file.")] = None,
-        fmt: Fmt = "table", tenant: Tenant = None, home: Home = None,
+        fmt: Fmt = "table", tenant: Tenant = None, wide: Wide = False, home: Home = None,
         database_url: DbUrl = None, config: ConfigOpt = None,
     ) -> None:
         """One agent session's waterfall: per step, prompt tokens by source, the
@@ -251,7 +273,8 @@ def register(app: typer.Typer) -> None:
             return
         total = {"step": "total", **{k: v for k, v in report["total"].items()
                                      if k not in ("steps", "total_tokens")}}
-        text = format_rows([*report["steps"], total], fmt)
+        text = table([*report["steps"], total], fmt, wide=wide,
+                     first=("step", "input_tokens", "output_tokens", "tool_calls", "cost"))
         if fmt == "table":
             t = report["total"]
             text = (f"session {report['id']}  tenant {report['tenant']}  app {report['app']}  "

@@ -6,6 +6,7 @@ imports nothing of tokenplane."""
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -68,27 +69,79 @@ def _message(err: dict[str, Any]) -> str:
     return msg
 
 
+def _schema_errors(exc: ValidationError) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """'path: message' lines of a failed validation, and each error's location in the
+    data (the pydantic location less its union tags)."""
+    lines: list[str] = []
+    locs: list[tuple[Any, ...]] = []
+    for err in exc.errors():
+        raw = err["loc"]
+        loc = tuple(p for p in raw if not (isinstance(p, str) and "[" in p))
+        msg = _message(dict(err))
+        locs.append(loc)
+        if raw and raw[-1] == "[key]" and isinstance(err.get("input"), bool):
+            loc = (*loc[:-1], err["input"])  # pydantic reports the key True as 1
+            msg += (" (YAML reads an unquoted yes/no/on/off/true/false as a boolean: "
+                    "quote the key)")
+        lines.append(f"{_path(loc)}: {msg}")
+    return lines, locs
+
+
 def validate_config(data: Any) -> GatewayConfig:
     if not isinstance(data, dict):
         raise ConfigError(["(root): the config must be a mapping"])
     try:
         cfg = GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            raw = err["loc"]
-            loc = tuple(p for p in raw if not (isinstance(p, str) and "[" in p))
-            msg = _message(dict(err))
-            if raw and raw[-1] == "[key]" and isinstance(err.get("input"), bool):
-                loc = (*loc[:-1], err["input"])  # pydantic reports the key True as 1
-                msg += (" (YAML reads an unquoted yes/no/on/off/true/false as a boolean: "
-                        "quote the key)")
-            lines.append(f"{_path(loc)}: {msg}")
-        raise ConfigError(lines) from None
+        raise ConfigError(_schema_errors(exc)[0]) from None
     lines = _policy_errors(cfg)
     if lines:
         raise ConfigError(lines)
     return cfg
+
+
+def _pruned(data: Any, locs: list[tuple[Any, ...]]) -> Any | None:
+    """A copy of ``data`` without the mapping keys the errors are at (the schema's
+    default stands in for each), or None where an error is not at a mapping key that
+    is there (a missing field, a bad list item: removing it would renumber the rest)."""
+    out = copy.deepcopy(data)
+    for loc in locs:
+        node: Any = out
+        for part in loc[:-1]:
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        last = loc[-1] if loc else None
+        if not isinstance(node, dict) or last not in node:
+            return None
+        del node[last]
+    return out
+
+
+def check_data(data: Any) -> tuple[GatewayConfig | None, list[str]]:
+    """Every error of the file that can be found in one pass, stage after stage: the
+    schema's; then, on the file less the fields those name (their defaults standing in),
+    the cross-references and policy names, so one run reports what used to take a run
+    per stage. The config is None when the schema's errors leave nothing to go on."""
+    if not isinstance(data, dict):
+        return None, ["(root): the config must be a mapping"]
+    try:
+        return _checked(GatewayConfig.model_validate(data), [])
+    except ValidationError as exc:
+        errors, locs = _schema_errors(exc)
+    rest = _pruned(data, locs)
+    if rest is None:
+        return None, errors
+    try:
+        cfg = GatewayConfig.model_validate(rest)
+    except ValidationError:
+        return None, errors  # what is left fails too: the schema's errors alone
+    return _checked(cfg, errors)
+
+
+def _checked(cfg: GatewayConfig, errors: list[str]) -> tuple[GatewayConfig, list[str]]:
+    return cfg, errors + _policy_errors(cfg)
 
 
 def _policy_errors(cfg: GatewayConfig) -> list[str]:
@@ -218,20 +271,21 @@ def reference_errors(cfg: GatewayConfig) -> list[str]:
     return out
 
 
-def load_config(path: str | Path | None) -> GatewayConfig:
-    """Load ``path`` (YAML) or the embedded default; env overrides apply to both."""
+def _read(path: str | Path | None) -> Any:
     if path is None:
-        data: Any = default_config_dict()
-    else:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError([f"(file): cannot read {path}: {exc.strerror}"]) from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError([f"(file): not valid YAML: {exc}"]) from None
-    cfg = validate_config(data)
+        return default_config_dict()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"(file): cannot read {path}: {exc.strerror}"]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"(file): not valid YAML: {exc}"]) from None
+
+
+def _environment(cfg: GatewayConfig) -> list[str]:
+    """Apply the environment's overrides to ``cfg``; the errors of their URLs."""
     env = os.environ
     if env.get("TOKENPLANE_DATABASE_URL"):
         cfg.database_url = env["TOKENPLANE_DATABASE_URL"]
@@ -241,8 +295,29 @@ def load_config(path: str | Path | None) -> GatewayConfig:
                            "$TOKENPLANE_DATABASE_URL")
     bad += store_url_errors(None, env.get("TOKENPLANE_REDIS_URL") or None,
                             "$TOKENPLANE_REDIS_URL")
-    if bad:
-        raise ConfigError(bad)
     if cfg.data_dir is None:
         cfg.data_dir = env.get("TOKENPLANE_HOME", ".tokenplane")
+    return bad
+
+
+def load_config(path: str | Path | None) -> GatewayConfig:
+    """Load ``path`` (YAML) or the embedded default; env overrides apply to both."""
+    cfg = validate_config(_read(path))
+    bad = _environment(cfg)
+    if bad:
+        raise ConfigError(bad)
     return cfg
+
+
+def check_config(path: str | Path) -> tuple[GatewayConfig | None, list[str]]:
+    """``config check``'s pass: every error :func:`check_data` finds, and those of the
+    environment's overrides, in one run (a file that cannot be read or parsed: that
+    alone)."""
+    try:
+        data = _read(path)
+    except ConfigError as exc:
+        return None, exc.errors
+    cfg, errors = check_data(data)
+    if cfg is not None:
+        errors = errors + _environment(cfg)
+    return cfg, errors

@@ -9,14 +9,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.metering.version_rollups import LATENCY_PARTS
 
 SOURCES = ("system", "history", "context", "tools", "user")
 USAGE_SUMS = ("requests", "errors", "refused", "input_tokens", "cached_input_tokens",
-              "output_tokens", *(f"input_{s}" for s in SOURCES), "cost_micros")
+              "output_tokens", *(f"input_{s}" for s in SOURCES), "cost_micros", *OUTCOMES)
 VERSION_SUMS = ("requests", "errors", "input_tokens", "output_tokens", "cost_micros",
                 "timed", *LATENCY_PARTS)
+# the alias the ledger records for a request that never named a model it could serve
+UNRESOLVED_MODEL = "unknown"
 GROUPS = ("tenant", "department", "app", "key_id", "model", "model_version", "bucket",
           "currency")
 

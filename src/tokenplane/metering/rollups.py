@@ -14,6 +14,7 @@ from operator import add
 from typing import Any
 
 from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.outcomes import OUTCOMES, outcome_of
 
 GRAINS: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 DIMENSIONS: tuple[str, ...] = ("tenant", "department", "app", "model", "key_id", "currency")
@@ -34,6 +35,7 @@ MEASURES: tuple[str, ...] = (
     "cost_micros",
     "refused",
     "refused_input_tokens",
+    *OUTCOMES,  # migration 12: what became of the requests that did not end ok
 )
 ROLLUP_KEY: tuple[str, ...] = ("grain", "bucket", *DIMENSIONS)
 ROLLUP_COLUMNS: tuple[str, ...] = (*ROLLUP_KEY, *MEASURES)
@@ -54,8 +56,10 @@ def measures_of(event: UsageEvent) -> tuple[int, ...]:
     """The event's measures. A request that never reached an upstream (refused by
     admission or a guard, cancelled while queued) counts in ``refused`` with its prompt
     estimate in ``refused_input_tokens``, not in ``estimated_input_tokens``, which sums
-    the gateway's count of prompts that ran (comparable to ``input_tokens``)."""
+    the gateway's count of prompts that ran (comparable to ``input_tokens``). A request
+    that did not end ok also counts in one of ``OUTCOMES`` (``metering/outcomes.py``)."""
     ran = event.upstream_start_ts is not None
+    kind = outcome_of(event.status, event.http_status, ran)
     return (
         1,
         0 if event.status == "ok" else 1,
@@ -73,6 +77,7 @@ def measures_of(event: UsageEvent) -> tuple[int, ...]:
         event.cost_micros,
         0 if ran else 1,
         0 if ran else event.estimated_input_tokens,
+        *(1 if kind == k else 0 for k in OUTCOMES),
     )
 
 

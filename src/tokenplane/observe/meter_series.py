@@ -1,7 +1,7 @@
 """The metric cells one kind of finished request updates, looked up once.
 
-:class:`SeriesBook` keeps, per (alias, operation, status, http status, principal
-labels), the cells (observe/cells.py) that request updates, each created the first
+:class:`SeriesBook` keeps, per (alias, operation, status, http status, outcome,
+principal labels), the cells (observe/cells.py) that request updates, each created the first
 time it is needed (so a series appears in the exposition exactly when it would with
 plain ``labels()`` calls).
 """
@@ -11,19 +11,21 @@ from __future__ import annotations
 from tokenplane.observe.cells import CounterCell, HistogramCell
 from tokenplane.observe.metrics import GatewayMetrics
 
-SeriesKey = tuple[str, str, str, int, tuple[str, ...]]
+# (alias, operation, status, http status, outcome, principal labels)
+SeriesKey = tuple[str, str, str, int, str, tuple[str, ...]]
 
 
 class RequestSeries:
-    """The children of one (alias, operation, status, code, principal labels)."""
+    """The children of one (alias, operation, status, code, outcome, principal labels)."""
 
     __slots__ = ("_alias", "_cost", "_labels", "_m", "_tokens", "_tpot", "_ttft", "e2e",
                  "requests")
 
     def __init__(self, m: GatewayMetrics, key: SeriesKey) -> None:
-        alias, operation, status, code, labels = key
+        alias, operation, status, code, outcome, labels = key
         self._m, self._alias, self._labels = m, alias, labels
-        self.requests: CounterCell = m.requests.labels(alias, operation, status, str(code), *labels)
+        self.requests: CounterCell = m.requests.labels(alias, operation, status, str(code),
+                                                       outcome, *labels)
         self.e2e: HistogramCell = m.e2e.labels(alias, operation)
         self._ttft: HistogramCell | None = None
         self._tpot: HistogramCell | None = None

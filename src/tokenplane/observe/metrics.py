@@ -44,8 +44,9 @@ class GatewayMetrics:
         r = self.registry
         # the request path's series: lock-free cells (observe/cells.py)
         self.requests = CounterCells(
-            "tokenplane_requests", "Requests by model alias, operation and outcome.",
-            ["model", "operation", "status", "code", *pl], r,
+            "tokenplane_requests", "Requests by model alias, operation and outcome (ok, "
+            "limited: refused by a limit or budget, client_errors, failures, cancelled).",
+            ["model", "operation", "status", "code", "outcome", *pl], r,
         )
         self.tokens = CounterCells(
             "tokenplane_tokens", "Tokens by model alias and kind (input sources, cached, "

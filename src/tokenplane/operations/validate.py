@@ -41,6 +41,7 @@ def check_common(body: dict[str, Any]) -> None:
 
 
 _JSON_TYPES = ("application/json", "text/json")
+_CURL_DEFAULT = "application/x-www-form-urlencoded"
 
 
 def check_content_type(value: str | None) -> None:
@@ -58,6 +59,11 @@ def check_content_type(value: str | None) -> None:
         raise unsupported_media_type(f"the charset {charset!r} is not supported; JSON bodies "
                                      "are UTF-8")
     shown = mime[:64] or "(empty)"
+    if mime == _CURL_DEFAULT:  # curl -d sends this unless told otherwise
+        raise unsupported_media_type(
+            f"the Content-Type {shown!r} is not supported: it is what curl sends with -d "
+            "unless told otherwise; send the JSON body with -H 'Content-Type: "
+            "application/json' (or use --json, curl 7.82 and later)")
     raise unsupported_media_type(f"the Content-Type {shown!r} is not supported; send the "
                                  "body as JSON with 'Content-Type: application/json'")
 

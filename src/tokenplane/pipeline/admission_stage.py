@@ -23,8 +23,8 @@ from tokenplane.admission.amounts import TOKEN_UNITS, Amounts
 from tokenplane.admission.binding import BoundLimit
 from tokenplane.admission.errors import denial_error, unavailable_error
 from tokenplane.admission.gateway.service import AdmissionService
-from tokenplane.admission.headers import ratelimit_headers
-from tokenplane.admission.outcomes import Denial, Grant, Headroom
+from tokenplane.admission.headers import ratelimit_headers, refusal_headers
+from tokenplane.admission.outcomes import Denial, Grant
 from tokenplane.admission.planning import ReservationPlan, clamp_share, plan_reservation
 from tokenplane.admission.scopes import Scope
 from tokenplane.admission.stores.base import StoreUnavailable
@@ -34,16 +34,6 @@ from tokenplane.pipeline.context import RequestContext
 from tokenplane.pipeline.meter_stage import HitBilling, settled_counts
 from tokenplane.sessions.budget import describe_denial, session_limits
 from tokenplane.sessions.ids import session_budget_error
-
-
-def denial_ratelimit_headers(denial: Denial) -> dict[str, str]:
-    """``x-ratelimit-*`` for the rate limit that refused (nothing for budgets)."""
-    if denial.code != "rate_limit_exceeded":
-        return {}
-    name = "requests" if denial.unit == "requests" else "tokens"
-    headroom = Headroom(denial.scope, denial.limit_name, denial.unit, "window", denial.limit,
-                        max(0, denial.remaining), denial.retry_after_s or 0.0)
-    return {k: v for k, v in ratelimit_headers([headroom]).items() if k.endswith(name)}
 
 
 class StreamDebit:
@@ -132,8 +122,8 @@ class AdmissionStage:
                                         plan.amounts.of(result.unit)))
                 code = "request_exceeds_limit" if result.never else result.code
                 svc.metrics.admission_denials.labels(code, result.scope.kind, p.tenant).inc()
-                raise denial_error(result, extra_headers=denial_ratelimit_headers(result),
-                                   currency=svc.currency())
+                raise denial_error(result, extra_headers=refusal_headers(result),
+                                   currency=svc.currency(), now=now)
         except BaseException:
             if clamp:
                 svc.leave_flight(p.tenant)

@@ -64,8 +64,8 @@ class AuditFinisher:
             ctx.request_id, tenant, key_id, principal, app, ctx.alias,
             ctx.endpoint.id if ctx.endpoint is not None else None, ctx.http_status,
             _tokens(ctx), _limits(ctx, self.policies.analyzer),
-            verdicts, "block" if error in BLOCK_CODES else "flag" if flagged else "allow",
-            content, _session(ctx))
+            verdicts, _verdict(error, flagged, isinstance(state, GuardState)), content,
+            _session(ctx))
 
 
 def _session(ctx: RequestContext) -> dict[str, Any] | None:
@@ -78,6 +78,17 @@ def _session(ctx: RequestContext) -> dict[str, Any] | None:
     if s.tool_results:
         out["tool_results"] = list(s.tool_results)
     return out
+
+
+def _verdict(error: str | None, flagged: bool, screened: bool) -> str:
+    """What governance decided: block, flag, allow; or ``unscreened`` for a request
+    that ended before the input guard saw it (a 400 / 404 / 415 of the checks before
+    it), of which governance decided nothing. What happened is the record's status."""
+    if error in BLOCK_CODES:
+        return "block"
+    if flagged:
+        return "flag"
+    return "allow" if screened else "unscreened"
 
 
 def _tokens(ctx: RequestContext) -> dict[str, int]:

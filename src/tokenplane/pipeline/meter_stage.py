@@ -18,6 +18,7 @@ from tokenplane.cache.billing import HitCharge
 from tokenplane.config.schema import ModelConfig
 from tokenplane.dialects.usage import Usage
 from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.outcomes import outcome_of
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
@@ -171,8 +172,9 @@ class MeterFinisher:
         alias = ctx.alias or "unknown"
         counts = settled_counts(ctx, self.count_text)
         labels = self.metrics.principal_values(p)
+        outcome = outcome_of(ctx.status, ctx.http_status, ctx.upstream_start is not None)
         series = self.series.get((alias, ctx.operation.name, ctx.status, ctx.http_status,
-                                  labels))
+                                  outcome or "ok", labels))
         self._observe(ctx, counts, series, now)
         if p is None:
             return

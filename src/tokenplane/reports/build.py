@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tokenplane.metering.outcomes import OUTCOME_LABELS, OUTCOMES
 from tokenplane.reports.compliance import ComplianceCounts
 from tokenplane.reports.cost import SOURCES, CostReport, money
 from tokenplane.reports.document import Chart, Document, Heading, Para, Table, bar_chart
@@ -14,6 +15,15 @@ def _n(v: int) -> str:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def _change(r: CostReport) -> str:
+    if r.total_micros == r.last_total_micros:
+        return "no change"
+    if r.last_total_micros == 0:
+        return f"{money(r.total_micros - r.last_total_micros, signed=True)} (nothing last month)"
+    return (f"{money(r.total_micros - r.last_total_micros, signed=True)} "
+            f"({_pct(r.change_share)})")
 
 
 def _scope(tenant: str | None) -> str:
@@ -29,13 +39,14 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
         Table(("", "value"), (
             ("cost this month", money(r.total_micros)),
             (f"cost {r.month.previous()}", money(r.last_total_micros)),
-            ("change", _pct(r.change_share)),
+            ("change", _change(r)),
             ("month-end forecast" if f.basis != "actual" else "month total",
              money(f.month_end_micros)),
             ("forecast basis", "the month is over" if f.basis == "actual" else
              f"{f.days_elapsed:.1f} days so far, then {money(f.daily_rate_micros)} a day "
              "(the last seven complete days' average)"),
             ("requests", _n(r.totals.get("requests", 0))),
+            *((f"  {OUTCOME_LABELS[o]}", _n(r.totals.get(o, 0))) for o in OUTCOMES),
             ("input tokens", _n(r.totals.get("input_tokens", 0))),
             ("output tokens", _n(r.totals.get("output_tokens", 0))),
         ), (False, True)),
@@ -45,28 +56,31 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
                                 [c / 1e6 for _, c in r.daily],
                                 f"Cost per day, {r.month}", cur), "Cost per day"))
     doc.add(
-        Heading("By department and app"),
-        Table(("department", "app", "requests", "input tokens", "output tokens",
+        Heading("By tenant, department and app"),
+        Table(("tenant", "department", "app", "requests", "input tokens", "output tokens",
                *[f"{s} tokens" for s in SOURCES], "cost", f"cost {r.month.previous()}",
                "change"),
-              tuple((ln.department or "-", ln.app or "-", _n(ln.requests),
+              tuple((ln.tenant or "-", ln.department or "-", ln.app or "-", _n(ln.requests),
                      _n(ln.input_tokens), _n(ln.output_tokens),
                      *[_n(ln.by_source.get(s, 0)) for s in SOURCES],
                      money(ln.cost_micros), money(ln.last_cost_micros),
                      _pct(ln.change_micros / ln.last_cost_micros
                           if ln.last_cost_micros else None))
                     for ln in r.lines),
-              (False, False) + (True,) * (3 + len(SOURCES) + 3)),
+              (False, False, False) + (True,) * (3 + len(SOURCES) + 3)),
         Heading("Top drivers of the change"),
     )
+    change = r.total_micros - r.last_total_micros
     if r.drivers:
-        change = r.total_micros - r.last_total_micros
-        doc.add(Table(("department", "app", "change", "share of the total change"),
-                      tuple((d.department or "-", d.app or "-", money(d.change_micros),
+        if change == 0:  # moves that cancel out: no share of a change of nothing
+            doc.add(Para("No change in the total: these moves cancel out."))
+        doc.add(Table(("tenant", "department", "app", "change", "share of the total change"),
+                      tuple((d.tenant or "-", d.department or "-", d.app or "-",
+                             money(d.change_micros, signed=True),
                              f"{d.change_micros / change * 100:.0f}%" if change else "-")
-                            for d in r.drivers), (False, False, True, True)))
+                            for d in r.drivers), (False, False, False, True, True)))
     else:
-        doc.add(Para("No department or app changed its spend."))
+        doc.add(Para("No change: no tenant, department or app changed its spend."))
     doc.add(Heading("Savings realised"),
             Table(("by", "tokens", "saved", "note"),
                   tuple((s.what, _n(s.tokens), money(s.micros), s.note) for s in r.savings),
@@ -91,6 +105,8 @@ def compliance_document(r: ComplianceReport) -> Document:
             ("allowed", _n(verdicts.get("allow", 0))),
             ("flagged", _n(verdicts.get("flag", 0))),
             ("blocked", _n(verdicts.get("block", 0))),
+            ("not screened (ended before governance: bad input, unknown model, ...)",
+             _n(verdicts.get("unscreened", 0))),
             ("PII detections", _n(c.pii_total)),
             ("injection flags and blocks", _n(sum(c.injection_by_action.values()))),
             ("RAG documents flagged, dropped or blocked",

@@ -19,8 +19,9 @@ DAY_S = 86400.0
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    """One department/app: this month and last month."""
+    """One tenant's department/app: this month and last month."""
 
+    tenant: str
     department: str
     app: str
     requests: int
@@ -80,19 +81,24 @@ def _i(row: Mapping[str, Any], key: str) -> int:
     return int(row.get(key) or 0)
 
 
+def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(row.get("tenant") or ""), str(row.get("department") or ""),
+            str(row.get("app") or ""))
+
+
 def lines(this: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]) -> list[Line]:
-    """Department/app lines of this month, with last month's cost beside them (a line
-    only last month had appears with zero use this month: its spend went away)."""
-    before: dict[tuple[str, str], int] = {}
+    """Tenant/department/app lines of this month, with last month's cost beside them (a
+    line only last month had appears with zero use this month: its spend went away)."""
+    before: dict[tuple[str, str, str], int] = {}
     for r in last:
-        k = (str(r.get("department") or ""), str(r.get("app") or ""))
+        k = _key(r)
         before[k] = before.get(k, 0) + _i(r, "cost_micros")
-    out: dict[tuple[str, str], Line] = {}
+    out: dict[tuple[str, str, str], Line] = {}
     for r in this:
-        k = (str(r.get("department") or ""), str(r.get("app") or ""))
+        k = _key(r)
         prev = out.get(k)
         src = {s: _i(r, f"input_{s}") + (prev.by_source[s] if prev else 0) for s in SOURCES}
-        out[k] = Line(k[0], k[1],
+        out[k] = Line(k[0], k[1], k[2],
                       _i(r, "requests") + (prev.requests if prev else 0),
                       _i(r, "input_tokens") + (prev.input_tokens if prev else 0),
                       _i(r, "output_tokens") + (prev.output_tokens if prev else 0),
@@ -100,8 +106,9 @@ def lines(this: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]) 
                       before.get(k, 0))
     for k, cost in before.items():
         if k not in out:
-            out[k] = Line(k[0], k[1], 0, 0, 0, dict.fromkeys(SOURCES, 0), 0, cost)
-    return sorted(out.values(), key=lambda ln: (-ln.cost_micros, ln.department, ln.app))
+            out[k] = Line(k[0], k[1], k[2], 0, 0, 0, dict.fromkeys(SOURCES, 0), 0, cost)
+    return sorted(out.values(),
+                  key=lambda ln: (-ln.cost_micros, ln.tenant, ln.department, ln.app))
 
 
 def forecast(month: Month, daily: Sequence[tuple[str, int]], now: float) -> Forecast:
@@ -127,7 +134,8 @@ def day_of(month: Month, index: int) -> str:
 def drivers(all_lines: Sequence[Line], n: int = 5) -> list[Line]:
     """The lines that moved the total most, up or down."""
     moved = [ln for ln in all_lines if ln.change_micros != 0]
-    return sorted(moved, key=lambda ln: (-abs(ln.change_micros), ln.department, ln.app))[:n]
+    return sorted(moved, key=lambda ln: (-abs(ln.change_micros), ln.tenant, ln.department,
+                                         ln.app))[:n]
 
 
 def prefix_cache_saving(by_model: Sequence[Mapping[str, Any]],
@@ -153,7 +161,19 @@ def prefix_cache_saving(by_model: Sequence[Mapping[str, Any]],
     return Saving("prefix caching", tokens, micros, note)
 
 
-def money(micros: int | None) -> str:
+CENT_MICROS = 10_000
+
+
+def money(micros: int | None, *, signed: bool = False) -> str:
+    """An amount with the precision that shows it: cents from a cent up (``1,234.57``);
+    below a cent three significant digits, down to the micro-unit the ledger keeps
+    (``0.00285``, ``0.000012``), so a small spend never reads ``0.00``. ``signed``: a
+    change, with its ``+``."""
     if micros is None:
         return "-"
-    return f"{Decimal(micros).scaleb(-6).quantize(Decimal('0.01')):,}"
+    amount = Decimal(micros).scaleb(-6)
+    sign = "+" if signed and micros > 0 else ""
+    if micros == 0 or abs(micros) >= CENT_MICROS:
+        return f"{sign}{amount.quantize(Decimal('0.01')):,}"
+    places = min(6, 2 - amount.adjusted())
+    return f"{sign}{amount.quantize(Decimal(1).scaleb(-places)):f}"

@@ -16,6 +16,7 @@ from tokenplane.governance.audit.multi import log_dirs, matching
 from tokenplane.governance.audit.segments import iter_records
 from tokenplane.governance.audit.signing import Verifier
 from tokenplane.governance.audit.verify import VerifyResult, verify
+from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.reports import usage_report
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.reports.compliance import ComplianceCounts, count
@@ -43,10 +44,11 @@ async def gather_cost(
     """The cost report of ``month`` (one tenant's, or every tenant's)."""
     now = time.time() if now is None else now
     last = month.previous()
-    progress(f"reading {month} by department and app")
-    this_rows = await usage_report(sink, ["department", "app"], month.start, month.end, tenant)
+    by = ["tenant", "department", "app"]
+    progress(f"reading {month} by tenant, department and app")
+    this_rows = await usage_report(sink, by, month.start, month.end, tenant)
     progress(f"reading {last}")
-    last_rows = await usage_report(sink, ["department", "app"], last.start, last.end, tenant)
+    last_rows = await usage_report(sink, by, last.start, last.end, tenant)
     progress("reading days and models")
     day_rows = await usage_report(sink, ["day"], month.start, month.end, tenant)
     model_rows = await usage_report(sink, ["model"], month.start, month.end, tenant)
@@ -55,7 +57,7 @@ async def gather_cost(
     currencies = {str(r.get("currency") or "") for r in this_rows + last_rows} - {""}
     totals = {k: sum(int(r.get(k) or 0) for r in this_rows)
               for k in ("requests", "input_tokens", "cached_input_tokens", "output_tokens",
-                        "refused")}
+                        "refused", *OUTCOMES)}
     return CostReport(
         month, tenant, ", ".join(sorted(currencies)) or "USD", tuple(all_lines),
         sum(ln.cost_micros for ln in all_lines), sum(ln.last_cost_micros for ln in all_lines),

@@ -28,6 +28,9 @@ def render_pdf(doc: Document, path: Path) -> None:
     cell = styles["BodyText"].clone("cell", fontSize=7, leading=8.5)
     page = landscape(A4)
     frame_w = page[0] - 3 * cm
+    # a chart takes at most a third of the page's height, so it stays on the page the
+    # summary starts (at full width it took ~60% and left page 1 mostly white)
+    chart_h = (page[1] - 3 * cm) / 3
     story: list[Flowable] = [Paragraph(escape(doc.title), styles["Title"]),
                            Paragraph(escape(doc.subtitle), styles["Italic"]), Spacer(1, 8)]
     for b in doc.blocks:
@@ -50,9 +53,10 @@ def render_pdf(doc: Document, path: Path) -> None:
             story += [t, Spacer(1, 6)]
         elif isinstance(b, Chart):
             img = Image(io.BytesIO(b.png))
-            scale = min(1.0, frame_w / img.drawWidth)
+            scale = min(1.0, frame_w / img.drawWidth, chart_h / img.drawHeight)
             img.drawWidth *= scale
             img.drawHeight *= scale
+            img.hAlign = "LEFT"
             story += [img, Paragraph(escape(b.caption), styles["Italic"])]
     SimpleDocTemplate(str(path), pagesize=page, title=doc.title, author="tokenplane",
                       leftMargin=1.5 * cm, rightMargin=1.5 * cm, topMargin=1.5 * cm,

@@ -146,8 +146,20 @@ def summarize(
     return out
 
 
+def failed_slos(point: Mapping[str, Any]) -> list[str]:
+    """The configured SLOs' SLIs a point missed (``slo/sli``), if it judged any."""
+    slos = point.get("slos") or {}
+    return [f"{name}/{sli}" for name, per in slos.items() for sli, v in per.items()
+            if not v.get("met", True)]
+
+
+def passes(point: Mapping[str, Any], threshold: float = 0.9) -> bool:
+    """A load passed: its SLO attainment is at least ``threshold`` and every configured
+    SLO (``--config``'s ``slos:``) was met. A goodput is only ever a passing load's."""
+    return float(point["slo_attainment"]) >= threshold and not failed_slos(point)
+
+
 def goodput(points: Sequence[Mapping[str, Any]], threshold: float = 0.9) -> float:
-    """Highest swept request rate whose SLO attainment is at least ``threshold``
-    (0.0 when no point reaches it)."""
-    ok = [float(p["rate_rps"]) for p in points if float(p["slo_attainment"]) >= threshold]
+    """Highest swept request rate that passed (``passes``; 0.0 when none did)."""
+    ok = [float(p["rate_rps"]) for p in points if passes(p, threshold)]
     return max(ok) if ok else 0.0

@@ -34,6 +34,7 @@ from tokenplane.slo.spec import Slo
 HOUR_S = 3600.0
 DAY_S = 86400.0
 DAYS_PER_MONTH = Decimal("30.4375")  # 365.25 / 12
+HOURS_PER_DAY = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,17 +190,39 @@ def plan_scenario(
         "hours": [_hour_json(h) for h in hours],
         "peak": None if peak is None else {"hour": peak.hour, "needed": peak.needed,
                                            "recommended": peak.recommended},
-        "replica_hours_per_day": sum(h.recommended for h in hours),
+        # a day has 24 hours whatever the workload covered: hours it did not cover are
+        # priced at the covered hours' average (a 1-hour trace is one hour of 24)
+        "hours_observed": sorted(h.hour for h in hours),
+        "replica_hours_observed": sum(h.recommended for h in hours),
+        "replica_hours_per_day": float(_per_day(hours)),
         "hours_covered": len(hours),
+        "cost_basis": _basis(hours),
     }
     if price_per_replica_hour is not None:
-        day = sum(h.recommended for h in hours) * price_per_replica_hour
+        day = _per_day(hours) * price_per_replica_hour
         out["price_per_replica_hour"] = str(price_per_replica_hour)
         out["cost_per_month"] = str((day * DAYS_PER_MONTH).quantize(Decimal("0.01")))
         if peak is not None:
-            static = peak.recommended * len(hours) * price_per_replica_hour * DAYS_PER_MONTH
+            static = peak.recommended * HOURS_PER_DAY * price_per_replica_hour * DAYS_PER_MONTH
             out["cost_per_month_static_at_peak"] = str(static.quantize(Decimal("0.01")))
     return out
+
+
+def _per_day(hours: Sequence[HourPlan]) -> Decimal:
+    """Replica-hours of a whole day: the covered hours' own, and each hour the workload
+    did not cover at their average."""
+    if not hours:
+        return Decimal(0)
+    covered = sum(h.recommended for h in hours)
+    return Decimal(covered) * HOURS_PER_DAY / len(hours)
+
+
+def _basis(hours: Sequence[HourPlan]) -> str:
+    if len(hours) >= HOURS_PER_DAY:
+        return "all 24 hours of the day observed"
+    shown = ", ".join(f"{h.hour:02d}" for h in sorted(hours, key=lambda h: h.hour))
+    return (f"{len(hours)} of 24 hours observed ({shown}); the other "
+            f"{HOURS_PER_DAY - len(hours)} priced at their average")
 
 
 def _hour_json(h: HourPlan) -> dict[str, Any]:

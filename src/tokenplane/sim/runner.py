@@ -13,7 +13,7 @@ from typing import Any
 from tokenplane.engine.profiles import get_profile
 from tokenplane.scheduling.slo import SloClass, default_slo_classes
 from tokenplane.sim.cluster import ClusterConfig, ClusterSim, PolicySpec, builtin_policies
-from tokenplane.sim.metrics import goodput, summarize
+from tokenplane.sim.metrics import goodput, passes, summarize
 from tokenplane.sim.slo_results import slo_results
 from tokenplane.sim.sweep import GoodputEstimate, find_knee
 from tokenplane.sim.traces import TraceRequest, load_trace, scale_load, slice_trace, trace_span_s
@@ -184,8 +184,7 @@ def goodput_bound(
         lo, hi = est.load_pass, est.load_fail
         probes = len(est.probes)
     else:
-        passing = [float(p["load"]) for p in points
-                   if float(p["slo_attainment"]) >= threshold]
+        passing = [float(p["load"]) for p in points if passes(p, threshold)]
         lo = max(passing) if passing else 0.0
         above = sorted(float(p["load"]) for p in points if float(p["load"]) > lo)
         hi = above[0] if above else None

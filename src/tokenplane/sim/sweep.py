@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenplane.sim.metrics import passes
+
 
 @dataclass
 class GoodputEstimate:
@@ -35,7 +37,7 @@ class GoodputEstimate:
 
 
 def _passes(pt: Mapping[str, Any], threshold: float) -> bool:
-    return float(pt["slo_attainment"]) >= threshold
+    return passes(pt, threshold)
 
 
 def refine_goodput(

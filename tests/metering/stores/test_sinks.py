@@ -299,7 +299,7 @@ async def test_a_v8_ledger_gains_the_advice_tables(
                       ("queue_wait_s", *V10_COLUMNS))
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [9, 10, 11]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [9, 10, 11, 12]  # type: ignore[attr-defined]
         rows = await sink.fetch("SELECT * FROM usage_events WHERE request_id = ?", ["req-1"])
         assert row_event(rows[0]) == make_event(1)
         assert row_event(rows[0]).finish_reason is None

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from tokenplane.advice.advisor import KINDS, advise
+from tokenplane.advice.coverage import coverage
 from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresholds, Window
 from tokenplane.advice.tool_calls import tool_aggregates
 from tokenplane.governance.audit.multi import log_dirs
@@ -138,12 +139,13 @@ def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book:
             *, tenant: str | None, lo: float, hi: float, effective: Window, now: float,
             thresholds: Thresholds | None, audit: Path | None = None) -> dict[str, Any]:
     """The advice document from the grouped rows and, given the audit log's root, its
-    MCP tool calls (``gather_advice`` runs it on a worker thread, off the event loop)."""
+    MCP tool calls (pure work but the log's read: ``gather_advice`` runs it on a worker
+    thread, off the event loop)."""
     tools = None
     if audit is not None:
         tools = tool_aggregates(tool_records(audit, lo, hi), tenant, book.currency)
-    result = advise([to_aggregate(r) for r in rows], feedback, rates_of(book), effective,
-                    thresholds, tools=tools)
+    aggregates = [to_aggregate(r) for r in rows]
+    result = advise(aggregates, feedback, rates_of(book), effective, thresholds, tools=tools)
     findings = [f.as_dict() for f in result.findings]
     total_micros = sum(f.cost_micros_per_month for f in result.findings)
     return {
@@ -156,6 +158,9 @@ def analyse(rows: list[dict[str, Any]], feedback: list[FeedbackAggregate], book:
                   "cost_micros_per_month": total_micros,
                   "cost_per_month": str(Decimal(total_micros).scaleb(-6))},
         "not_evaluated": result.not_evaluated,
+        # what was checked, what lacks data and when it will have enough
+        "coverage": coverage(aggregates, feedback, effective, thresholds or Thresholds(),
+                             now),
     }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenplane.console.page import Data, Page, PageError
+from tokenplane.timefmt import utc_minute
 
 PAGE_SIZE = 50
 
@@ -50,4 +51,17 @@ async def build(page: Page) -> Data:
             "currency": doc.get("currency", ""), "since": since,
             "window_days": doc.get("window_days"), "age_s": doc.get("age_s"),
             "refreshing": bool(doc.get("refreshing")),
-            "not_evaluated": doc.get("not_evaluated") or {}}
+            "not_evaluated": doc.get("not_evaluated") or {},
+            "coverage": _coverage(doc.get("coverage"))}
+
+
+def _coverage(cov: Any) -> dict[str, Any] | None:
+    """The document's coverage (None in a document kept from before it had one), with
+    the day a short group has enough data written out."""
+    if not isinstance(cov, dict):
+        return None
+    out: dict[str, Any] = cov
+    short = out.get("short")
+    if isinstance(short, dict) and isinstance(short.get("enough_at"), int | float):
+        out = {**out, "short": {**short, "enough_at_text": utc_minute(short["enough_at"])}}
+    return out

@@ -9,8 +9,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tokenplane.console.page import Data, Page, PageError
+from tokenplane.metering.outcomes import OUTCOMES, outcome_of
 
-VERDICTS = ("allow", "flag", "block")
+VERDICTS = ("allow", "flag", "block", "unscreened")
+SHOWN_OUTCOMES = ("ok", *OUTCOMES)
 FIELDS = ("since", "until", "key_id", "app", "verdict", "limit")
 
 
@@ -26,12 +28,24 @@ async def build(page: Page) -> Data:
         raise PageError(400, "error.bad_input")
     if not answer.ok:
         raise PageError(answer.status, "error.unavailable")
-    records: list[dict[str, Any]] = answer.data["data"]
+    records: list[dict[str, Any]] = [
+        {**r, "outcome": outcome(r)} for r in answer.data["data"]]
     more = bool(answer.data.get("has_more", False))
     return {"records": records, "has_more": more,
             "query": {**query, "tenant": tenant or ""},
             "older": _older(query, tenant, records) if more else None,
             "verdicts": VERDICTS}
+
+
+def outcome(record: dict[str, Any]) -> str:
+    """What happened to the request (the verdict says what governance decided): one of
+    ``SHOWN_OUTCOMES``, from its HTTP status (a 429 of a request that reached no
+    backend is a limit's refusal)."""
+    status = record.get("status")
+    if not isinstance(status, int):
+        return "failures"
+    code = "ok" if status < 400 else "cancelled" if status == 499 else "error"
+    return outcome_of(code, status, record.get("backend") is not None) or "ok"
 
 
 def _older(query: dict[str, str], tenant: str | None, records: list[dict[str, Any]]

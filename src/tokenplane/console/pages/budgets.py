@@ -1,5 +1,6 @@
 """Budgets and limits: use against each limit (the admin API's budget status), the
-forecast to the end of the period, and recent refusals (from the rollups)."""
+forecast to the end of the period, and recent refusals by a limit or budget (the
+gateway's own 429s, from the rollups; client errors are not refusals)."""
 
 from __future__ import annotations
 
@@ -61,13 +62,13 @@ async def build(page: Page) -> Data:
             scopes.append({"tenant": t, "scope": scope["scope"], "limits": rows})
     since = day_start(page.now) - (REFUSAL_DAYS - 1) * DAY
     flt = Filter("day", since, None, tenant)
-    per_day = {r["bucket"]: r["refused"] for r in await usage(page.sink, flt, ["bucket"])}
+    per_day = {r["bucket"]: r["limited"] for r in await usage(page.sink, flt, ["bucket"])}
     days = [since + k * DAY for k in range(REFUSAL_DAYS)]
-    top = [r for r in await usage(page.sink, flt, ["tenant", "app"]) if r["refused"]]
-    top.sort(key=lambda r: (-r["refused"], r["tenant"], r["app"]))
+    top = [r for r in await usage(page.sink, flt, ["tenant", "app"]) if r["limited"]]
+    top.sort(key=lambda r: (-r["limited"], r["tenant"], r["app"]))
     return {"scopes": scopes, "refusal_days": REFUSAL_DAYS,
             "refusal_chart": {"labels": [label(d, "day") for d in days],
                               "data": [per_day.get(d, 0) for d in days]},
             "refusals": [{"tenant": r["tenant"], "app": r["app"] or "-",
-                          "refused": r["refused"], "requests": r["requests"]}
+                          "refused": r["limited"], "requests": r["requests"]}
                          for r in top[:TOP_REFUSALS]]}

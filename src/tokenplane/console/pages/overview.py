@@ -1,5 +1,7 @@
 """Overview: live tokens per second (input by source, output), today's and this
-month's requests, errors and cost, the top consumers, and where latency goes per model."""
+month's requests, what became of those that did not end ok (refused by a limit or
+budget, client errors, gateway or upstream failures, cancelled: each counted apart,
+``metering/outcomes.py``) and cost, the top consumers, and where latency goes per model."""
 
 from __future__ import annotations
 
@@ -7,7 +9,15 @@ from typing import Any
 
 from tokenplane.console.page import Data, Page
 from tokenplane.console.periods import DAY, HOUR, day_start, label, month_start
-from tokenplane.console.queries import SOURCES, Filter, money, usage, versions
+from tokenplane.console.queries import (
+    SOURCES,
+    UNRESOLVED_MODEL,
+    Filter,
+    money,
+    usage,
+    versions,
+)
+from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.version_rollups import LATENCY_PARTS
 
 LIVE_MINUTES = 15
@@ -15,9 +25,10 @@ TOP = 5
 
 
 def _total(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"requests": 0, "errors": 0, "refused": 0, "cost": {}}
+    counted = ("requests", *OUTCOMES)
+    out: dict[str, Any] = {k: 0 for k in counted} | {"cost": {}}
     for r in rows:
-        for k in ("requests", "errors", "refused"):
+        for k in counted:
             out[k] += r[k]
         out["cost"][r["currency"]] = out["cost"].get(r["currency"], 0) + r["cost_micros"]
     out["cost"] = {c: money(v) for c, v in sorted(out["cost"].items())} or {"": "0"}
@@ -49,6 +60,8 @@ async def build(page: Page) -> Data:
     for dim in dims if page.admin else dims[1:]:
         rows = await usage(sink, Filter("day", month_start(now), None, tenant),
                            [*dim, "currency"])
+        if dim == ("model",):  # requests that never named a servable model are client
+            rows = [r for r in rows if r["model"] != UNRESOLVED_MODEL]  # errors, counted there
         rows.sort(key=lambda r: (-r["cost_micros"], -(r["input_tokens"] + r["output_tokens"])))
         shown = dim if page.admin or dim == ("model",) else dim[1:]
         tops.append({"dimension": "/".join(shown), "rows": [

@@ -14,11 +14,13 @@ from tokenplane.console.periods import DAY, HOUR, label
 from tokenplane.console.queries import SOURCES, Filter, money, sums, usage
 from tokenplane.csv_cells import safe_cell
 from tokenplane.metering.events import UsageEvent
+from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.pricing import PriceBook
 from tokenplane.metering.reports import parse_time_bound
 
 NONE = "~"  # the department of apps that have none ('' in the ledger)
-COLUMNS = ("requests", "errors", *(f"input_{s}" for s in SOURCES), "cached_input_tokens",
+# what became of the requests that did not end ok, each named (metering/outcomes.py)
+COLUMNS = ("requests", *OUTCOMES, *(f"input_{s}" for s in SOURCES), "cached_input_tokens",
            "output_tokens", "total_tokens", "cost", "cache_savings", "currency")
 DEFAULT_SINCE = {"day": "7d", "hour": "24h"}
 

@@ -13,7 +13,9 @@ import orjson
 from tokenplane.governance.audit.filters import AuditFilter
 from tokenplane.governance.audit.segments import iter_records
 
-VERDICTS = ("allow", "flag", "block")
+# unscreened: the request ended before governance screened it (bad input, an unknown
+# model, a wrong content type), so governance decided nothing about it
+VERDICTS = ("allow", "flag", "block", "unscreened")
 
 
 def log_dirs(root: Path) -> list[Path]:

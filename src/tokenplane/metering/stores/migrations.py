@@ -372,12 +372,24 @@ def _v11(dialect: int) -> tuple[str, ...]:
     return tuple(col(n, k) for n, k in _EVENT_COLUMNS_V11)
 
 
+def _v12(dialect: int) -> tuple[str, ...]:
+    """What became of the requests that did not end ok, counted apart
+    (``metering/outcomes.py``): ``limited`` (our 429s), ``client_errors`` (other 4xx),
+    ``failures`` (5xx, timeouts, upstream 429s), ``cancelled``. Rows written before
+    v12 keep 0 in each (only their ``errors`` and ``refused`` are known)."""
+    integer = _T["int"][dialect]
+    return tuple(f"ALTER TABLE usage_rollups ADD COLUMN {m} {integer} NOT NULL DEFAULT 0"
+                 for m in ("limited", "client_errors", "failures", "cancelled"))
+
+
 SQLITE_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(0)), (2, _v2(0)), (3, _v3(0)), (4, _v4(0)), (5, _v5(0)), (6, _v6(0)),
-    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)), (10, _v10(0)), (11, _v11(0)))
+    (7, _v7(0)), (8, _v8(0)), (9, _v9(0)), (10, _v10(0)), (11, _v11(0)),
+    (12, _v12(0)))
 POSTGRES_MIGRATIONS: tuple[Migration, ...] = (
     (1, _v1(1)), (2, _v2(1)), (3, _v3(1)), (4, _v4(1)), (5, _v5(1)), (6, _v6(1)),
-    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)), (10, _v10(1)), (11, _v11(1)))
+    (7, _v7(1)), (8, _v8(1)), (9, _v9(1)), (10, _v10(1)), (11, _v11(1)),
+    (12, _v12(1)))
 
 EVENT_TABLE_COLUMNS: tuple[str, ...] = tuple(
     n for n, _ in _EVENT_COLUMNS_V1 + _EVENT_COLUMNS_V2 + _EVENT_COLUMNS_V4
