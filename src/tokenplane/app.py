@@ -27,9 +27,9 @@ from tokenplane.api.context_routes import ContextRoutes
 from tokenplane.api.early_refusals import refusal_screen
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
-from tokenplane.api.messages_routes import MessagesRoutes
-from tokenplane.api.mcp_routes import McpRoutes
 from tokenplane.api.front.screen import FRONT_SCREEN
+from tokenplane.api.mcp_routes import McpRoutes
+from tokenplane.api.messages_routes import MessagesRoutes
 from tokenplane.api.metrics_routes import (
     MetricsAccess,
     MetricsListener,

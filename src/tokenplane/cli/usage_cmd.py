@@ -25,9 +25,9 @@ import typer
 
 from tokenplane.cli.common import DEFAULT_HOME, ConfigOpt, config_value, data_dir, meta_url
 from tokenplane.cli.session_chart import write_waterfall
+from tokenplane.cli.tables import Wide, table
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.mcp.gateway.session_tools import session_tool_costs
-from tokenplane.cli.tables import Wide, table
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
