@@ -109,6 +109,9 @@ class AdmissionStage:
             return  # nothing limits this caller: no reservation, no store round trip
         prompt = ctx.counts.prompt
         embeddings = not ctx.operation.generates
+        # a batch of prompts (completions): each is answered on its own, so the output
+        # reserved (and a cap to clamp) is per prompt times the prompts
+        each = 1 if embeddings else ctx.operation.prompts(ctx.body)
         try:
             allowed: int | None = None
             if svc.cfg.clamp_max_tokens and not embeddings:
@@ -116,10 +119,15 @@ class AdmissionStage:
                                                              extra=extra)
                 if allowed == 0:
                     allowed = None  # nothing left: let the reservation say which limit
+                elif allowed is not None and each > 1:
+                    # a whole cap for every prompt (none left: the reservation says)
+                    allowed = allowed // each * each or None
+            cap = ctx.max_tokens
+            predicted = None if embeddings else svc.predict(p, alias, prompt // each)
             plan = plan_reservation(
-                prompt, max_tokens=0 if embeddings else ctx.max_tokens,
-                predicted_output=None if embeddings else svc.predict(p, alias, prompt),
-                default_output=svc.cfg.default_output_tokens, allowed_output=allowed,
+                prompt, max_tokens=0 if embeddings else cap if cap is None else cap * each,
+                predicted_output=None if predicted is None else predicted * each,
+                default_output=svc.cfg.default_output_tokens * each, allowed_output=allowed,
                 cost=lambda i, o: svc.cost(alias, i, o),
             )
             result = await svc.admission.reserve(scopes, plan.amounts, now,
@@ -144,7 +152,7 @@ class AdmissionStage:
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)
         if plan.clamped and plan.max_tokens is not None and not embeddings:
-            self._clamp(ctx, plan.max_tokens)
+            self._clamp(ctx, plan.max_tokens // each)
         if ctx.stream and result.limits and not embeddings:
             g = svc.cfg.debit_granularity
             ctx.stream_guard = StreamDebit(svc, ctx, result, plan.amounts.output_tokens, g,
