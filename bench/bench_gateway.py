@@ -27,6 +27,16 @@ without (``gateway-lean-slo`` / ``gateway-lean-noslo``): ``slos``, on over off.
 ``--console`` likewise runs the governance-off gateway with the web console on (the
 default) and off (``gateway-lean-console`` / ``gateway-lean-noconsole``): ``console``,
 on over off (the console's routes are off the request path).
+
+``--messages`` also sends, in the same rounds, the same prompt to the default gateway
+as an Anthropic Messages body (``POST /v1/messages``, ``x-api-key``; the system prompt
+as ``system``, the user turn as the one message, ``max_tokens: 64``): the target
+``gateway-messages`` is the ``gateway`` process itself, so the CPU read is the same
+process's. The mock upstream stays OpenAI-compatible (the gateway translates). Reports
+``messages``: Messages over Chat per mode, requests/s and CPU ms per request. The two
+swap order every other round, and the second waits for the process to be idle first
+(what the first left to do, the ledger's flush and the audit records, would otherwise be
+counted in the second's CPU).
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +73,19 @@ def bodies(stream: bool) -> Iterator[bytes]:
     for n in itertools.count():
         yield orjson.dumps({**BODY, "stream": stream, "messages": [
             system, {"role": "user", "content": f"Say hello in one word please. ({n})"}]})
+
+
+def messages_bodies(stream: bool) -> Iterator[bytes]:
+    """The same prompts as :func:`bodies`, as Anthropic Messages bodies."""
+    system = BODY["messages"][0]["content"]  # type: ignore[index]
+    for n in itertools.count():
+        body: dict[str, Any] = {
+            "model": BODY["model"], "max_tokens": BODY["max_tokens"], "system": system,
+            "messages": [{"role": "user",
+                          "content": f"Say hello in one word please. ({n})"}]}
+        if stream:
+            body["stream"] = True
+        yield orjson.dumps(body)
 
 
 def free_port() -> int:
@@ -135,9 +158,10 @@ class Target:
     children) and the API key it wants."""
 
     def __init__(self, name: str, port: int, procs: list[subprocess.Popen[bytes]],
-                 key: str = "") -> None:
+                 key: str = "", messages: bool = False) -> None:
         self.name, self.port, self.procs, self.key = name, port, procs, key
         self.url = f"http://127.0.0.1:{port}"
+        self.messages = messages  # sends Anthropic Messages bodies to /v1/messages
 
     def cpu(self) -> float:
         return sum(cpu_seconds(p.pid) for p in self.procs)
@@ -145,7 +169,8 @@ class Target:
 
 def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
                   ack: str | None = None, access_log: bool = False,
-                  slos: bool = False, console: bool = False) -> list[Target]:
+                  slos: bool = False, console: bool = False,
+                  messages: bool = False) -> list[Target]:
     """The upstream; pass-throughs on aiohttp's client and on the gateway's; the gateway
     with its default governance (injection screen, PII log, audit) and with governance
     off (the core path). With ``workers > 1`` also the aiohttp pass-through and both
@@ -210,6 +235,10 @@ def start_servers(tmp: Path, workers: int, baseline: Path | None = None,
         gateway(f"gateway-lean-x{workers}", lean_cfg, workers)
     for t in targets:
         wait_port(t.port, t.procs[0])
+    if messages:  # the default gateway's own process, spoken to in Messages
+        g = next(t for t in targets if t.name == "gateway")
+        targets.insert(targets.index(g) + 1,
+                       Target("gateway-messages", g.port, g.procs, g.key, messages=True))
     return targets
 
 
@@ -221,10 +250,10 @@ def _knows_metrics_listen(src: Path) -> bool:
 
 
 async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
-              stream: bool) -> tuple[float, float]:
+              stream: bool, path: str = "/v1/chat/completions") -> tuple[float, float]:
     t0 = time.perf_counter()
     ttft = 0.0
-    async with session.post(url + "/v1/chat/completions", data=body, headers=headers) as r:
+    async with session.post(url + path, data=body, headers=headers) as r:
         if r.status != 200:
             raise RuntimeError(f"{url}: HTTP {r.status}: {await r.text()}")
         if stream:
@@ -238,19 +267,26 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: di
 
 
 async def run_load(url: str, key: str, stream: bool, conc: int, seconds: float,
-                   cpu: Callable[[], float]) -> dict[str, Any]:
-    make = bodies(stream)
-    headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
+                   cpu: Callable[[], float], messages: bool = False) -> dict[str, Any]:
+    if messages:
+        make = messages_bodies(stream)
+        headers = {"content-type": "application/json", "x-api-key": key,
+                   "anthropic-version": "2023-06-01"}
+        path = "/v1/messages"
+    else:
+        make = bodies(stream)
+        headers = {"content-type": "application/json", "authorization": f"Bearer {key}"}
+        path = "/v1/chat/completions"
     lat: list[float] = []
     ttfts: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
         for _ in range(min(50, conc * 4)):  # warm up connections and caches
-            await one(s, url, next(make), headers, stream)
+            await one(s, url, next(make), headers, stream, path)
         stop = time.perf_counter() + seconds
 
         async def worker() -> None:
             while time.perf_counter() < stop:
-                total, ttft = await one(s, url, next(make), headers, stream)
+                total, ttft = await one(s, url, next(make), headers, stream, path)
                 lat.append(total)
                 ttfts.append(ttft)
 
@@ -284,6 +320,59 @@ def on_over_off(results: dict[str, dict[str, float]], on_name: str,
     return out
 
 
+def messages_over_chat(raw: dict[str, list[dict[str, Any]]],
+                       results: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Messages over Chat on the same gateway process, per mode: the ratio of the
+    medians, and the median of the per-round ratios (each round's pair ran back to
+    back) with their range."""
+    out: dict[str, Any] = {}
+    for mode in ("nonstream", "stream"):
+        for conc in (1, 32):
+            k = f"{mode}/c{conc}/gateway"
+            chat, msgs = results[k], results[k + "-messages"]
+            pairs = list(zip(raw[k], raw[k + "-messages"], strict=True))
+            rps = [m["rps"] / c["rps"] for c, m in pairs]
+            cpu = [m["server_cpu_ms_per_request"] / c["server_cpu_ms_per_request"]
+                   for c, m in pairs]
+            out[f"{mode}/c{conc}"] = {
+                "rps_messages_over_chat": round(msgs["rps"] / chat["rps"], 3),
+                "cpu_ms_per_request_messages_over_chat": round(
+                    msgs["server_cpu_ms_per_request"] / chat["server_cpu_ms_per_request"], 3),
+                "rps_ratio_per_round": [round(r, 3) for r in rps],
+                "cpu_ratio_per_round": [round(r, 3) for r in cpu],
+                "median_round_rps_ratio": round(statistics.median(rps), 3),
+                "median_round_cpu_ratio": round(statistics.median(cpu), 3),
+                "p50_ms_messages_minus_chat": round(msgs["p50_ms"] - chat["p50_ms"], 3),
+                "ttft_p50_ms_messages_minus_chat": round(
+                    msgs["ttft_p50_ms"] - chat["ttft_p50_ms"], 3),
+            }
+    return out
+
+
+def in_order(targets: list[Target], round_no: int) -> list[Target]:
+    """The targets in a round's order: a Messages target and the Chat one of the same
+    process swap places every other round (each goes first as often)."""
+    if round_no % 2 == 0:
+        return targets
+    out = list(targets)
+    for i, t in enumerate(out):
+        if t.messages and i > 0 and out[i - 1].procs is t.procs:
+            out[i - 1], out[i] = t, out[i - 1]
+    return out
+
+
+async def settle(cpu: Callable[[], float], idle: float = 0.01, most: float = 3.0) -> None:
+    """Waits until a process is idle (under ``idle`` CPU seconds per 0.2 s, at most
+    ``most`` seconds): what the previous load left it to do (the ledger's flush, the
+    audit records) is not counted in the next target's CPU when both are one process."""
+    deadline = time.perf_counter() + most
+    while time.perf_counter() < deadline:
+        c0 = cpu()
+        await asyncio.sleep(0.2)
+        if cpu() - c0 < idle:
+            return
+
+
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
     return {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
 
@@ -291,17 +380,21 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, float]:
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         targets = start_servers(Path(tmp), args.workers, args.baseline, args.ack,
-                                args.access_log, args.slos, args.console)
+                                args.access_log, args.slos, args.console, args.messages)
         procs = [p for t in targets for p in t.procs]
         try:
             raw: dict[str, list[dict[str, Any]]] = {}
-            for _ in range(args.rounds):
+            for r in range(args.rounds):
                 for stream in (False, True):
                     for conc in (1, 32):
-                        for t in targets:
+                        prev: Target | None = None
+                        for t in in_order(targets, r):
+                            if prev is not None and prev.procs is t.procs:
+                                await settle(t.cpu)  # the same process: its deferred work
+                            prev = t
                             k = f"{'stream' if stream else 'nonstream'}/c{conc}/{t.name}"
                             res = await run_load(t.url, t.key, stream, conc, args.seconds,
-                                                 t.cpu)
+                                                 t.cpu, t.messages)
                             raw.setdefault(k, []).append(res)
         finally:
             for p in procs:
@@ -342,6 +435,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if args.console:
         ratios["console"] = on_over_off(results, "gateway-lean-console",
                                         "gateway-lean-noconsole")
+    if args.messages:
+        ratios["messages"] = messages_over_chat(raw, results)
     if args.baseline is not None:
         before_after: dict[str, Any] = {}
         for mode in ("nonstream", "stream"):
@@ -362,7 +457,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "cpus": os.cpu_count(), "results": results, "ratios": ratios}
 
 
-def run_and_print(main_async: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+def run_and_print(main_async: Callable[[argparse.Namespace], Coroutine[Any, Any, dict[str, Any]]],
                   args: argparse.Namespace) -> None:
     """Runs a benchmark's ``main_async(args)`` on uvloop and prints its JSON result;
     also writes it to ``args.out`` when the benchmark has that option and it is set."""
@@ -391,6 +486,9 @@ def main() -> None:
                     help="also measure the access log on (to a file) against off")
     ap.add_argument("--console", action="store_true",
                     help="Also the lean gateway with the web console on and off.")
+    ap.add_argument("--messages", action="store_true",
+                    help="also send the same prompts as Anthropic Messages to the default "
+                         "gateway (/v1/messages) and report Messages over Chat")
     ap.add_argument("--slos", action="store_true",
                     help="also measure three SLOs evaluated against none")
     run_and_print(main_async, ap.parse_args())

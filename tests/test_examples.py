@@ -710,7 +710,7 @@ def test_serves_observe(gateways: Gateways, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_serves_server(tmp_path: Path) -> None:
     """server.yaml through ``tokenplane serve`` itself (host, workers, body limit, the
-    first-start key), as an operator runs it."""
+    first-start key, CORS), as an operator runs it."""
     port = free_port()
     cfg = tmp_path / "server.yaml"
     text = (EXAMPLES / "server.yaml").read_text(encoding="utf-8")
@@ -746,12 +746,36 @@ def test_serves_server(tmp_path: Path) -> None:
                                "messages": [{"role": "user", "content": "x" * 1_100_000}]})
         assert big.status_code == 413
         assert httpx.get(base + "/health", timeout=10).status_code == 200
+        # CORS: a preflight from a listed origin on the front's route and on a relayed
+        # one; an actual answer to a listed origin and to another
+        web, other = "https://app.example.com", "https://other.example.net"
+        for path in ("/v1/chat/completions", "/v1/models"):
+            pre = httpx.options(base + path, timeout=10, headers={
+                "origin": web, "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization, content-type"})
+            assert pre.status_code == 204, pre.text
+            assert pre.headers["access-control-allow-origin"] == web
+            assert pre.headers["access-control-allow-methods"] == "GET, POST"
+            assert pre.headers["access-control-max-age"] == "600"
+            denied = httpx.options(base + path, timeout=10, headers={
+                "origin": other, "access-control-request-method": "POST"})
+            assert denied.status_code == 403
+            assert "access-control-allow-origin" not in denied.headers
+        auth = {"authorization": f"Bearer {key}"}
+        for origin, allowed in ((web, True), (other, False)):
+            got = httpx.post(base + "/v1/chat/completions", timeout=30,
+                             headers={**auth, "origin": origin},
+                             json={"model": "sim-llama3-8b", "max_tokens": 2,
+                                   "messages": [{"role": "user", "content": "hi"}]})
+            assert got.status_code == 200 and got.headers["vary"] == "Origin"
+            assert got.headers.get("access-control-allow-origin") == (
+                origin if allowed else None)
         # /metrics: not on the public port without a credential; the metrics listener
         # counts the requests of both workers (the 413 never reached the pipeline)
         assert httpx.get(base + "/metrics", timeout=10).status_code == 401
         scraped = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
         assert sum(s.value for fam in text_string_to_metric_families(scraped)
-                   for s in fam.samples if s.name == "tokenplane_requests_total") == 2
+                   for s in fam.samples if s.name == "tokenplane_requests_total") == 4
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:

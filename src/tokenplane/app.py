@@ -24,6 +24,7 @@ from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_tools import AdminToolsRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
 from tokenplane.api.context_routes import ContextRoutes
+from tokenplane.api.cors import CORS, Cors, add_cors_headers, cors_middleware
 from tokenplane.api.early_refusals import refusal_screen
 from tokenplane.api.feedback_routes import FeedbackRoutes
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
@@ -343,6 +344,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     gw = build_gateway(config, worker_id)
     ids = RequestIds()
     middlewares = [envelope_middleware(ids, standard_operations().dialect_for)]
+    cors = Cors(config.server.cors) if config.server.cors is not None else None
+    if cors is not None:  # inside the envelope: a refused preflight is an enveloped 403
+        middlewares.append(cors_middleware(cors))
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
         paths = set(standard_operations().paths)  # logged by the pipeline's finisher
         middlewares.insert(0, access_log_middleware(gw.access_log, paths))
@@ -352,6 +356,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     )
     app[GATEWAY_KEY] = gw
     app[FRONT_LIMITS] = FrontLimits.of(config.server)  # the front's deadlines and caps
+    app[CORS] = cors  # the front answers its routes' preflights with it too
+    if cors is not None:
+        app.on_response_prepare.append(add_cors_headers(cors))
     routes = OpenAIRoutes(gw.pipeline, gw.keys, gw.metrics, gw.models_for,
                           config.server.max_body_bytes, new_id=ids,
                           stream_stall_s=config.server.stream_stall_timeout_s)

@@ -74,6 +74,21 @@ def _cacheable(f: dict[str, Any]) -> None:
     assert f["saving"]["cost_micros_per_month"] == pytest.approx(expect, rel=0.001)
 
 
+async def test_a_stable_agent_system_prompt_without_cache_control(tmp_path: Any) -> None:
+    """A coding agent's 12k-token system prompt sent through Messages with no
+    cache_control marker (nothing read from or written to a cache) is found, and the
+    advice says how to mark it."""
+    led = ledgers.clean()
+    led.add(40, app="claude-code", system=12000, user=300, cached=0, operation="messages",
+            client="claude-cli", system_fingerprint="fp-cc")
+    doc = await _advice(str(tmp_path / "ledger.db"), led)
+    found = [f for f in doc["findings"] if f["kind"] == "cacheable_prefixes"]
+    assert len(found) == 1 and found[0]["app"] == "claude-code"
+    assert found[0]["evidence"]["figures"]["cacheable_share"] > 0.85  # all but each day's first
+    assert "cache_control" in found[0]["action"]
+    assert found[0]["saving"]["cost_micros_per_month"] > 0
+
+
 def _verbose(f: dict[str, Any]) -> None:
     assert f["app"] == "writer" and f["details"]["reason"] == "length"
     assert f["evidence"]["figures"]["length_share"] == 0.25

@@ -196,13 +196,15 @@ def test_catalogs_translate_every_string_the_templates_show() -> None:
     from tokenplane.admission.amounts import UNITS
     from tokenplane.console.i18n import LANGUAGES
     from tokenplane.console.pages.audit import VERDICTS
-    from tokenplane.console.pages.usage import COLUMNS
+    from tokenplane.console.pages.usage import CLIENT_COLUMNS, COLUMNS
     from tokenplane.console.queries import SOURCES
     from tokenplane.console.routes import PAGES
+    from tokenplane.metering.client_reports import API_LABELS
 
     groups = ("tenant", "department", "app", "key_id", "model")
     used |= {f"nav.{name}" for name, _, _ in PAGES} | {f"lang.{lang}" for lang in LANGUAGES}
     used |= {f"col.{c}" for c in (*COLUMNS, *groups)} | {f"usage.by.{g}" for g in groups}
+    used |= {f"col.{c}" for c in CLIENT_COLUMNS} | {f"api.{op}" for op in API_LABELS}
     used |= {f"source.{s}" for s in (*SOURCES, "output")} | {f"verdict.{v}" for v in VERDICTS}
     from tokenplane.console.pages.audit import SHOWN_OUTCOMES
 

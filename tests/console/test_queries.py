@@ -4,7 +4,7 @@ from the same events, grouped and filtered as the pages ask."""
 from __future__ import annotations
 
 from tests.metering.factories import make_event
-from tokenplane.console.queries import Filter, usage, versions
+from tokenplane.console.queries import Filter, clients, usage, versions
 from tokenplane.metering.stores.open import open_sink
 
 T0 = 1_700_000_000 // 86400 * 86400
@@ -35,5 +35,31 @@ async def test_usage_and_version_sums_on_both_ledgers(sink_target: str) -> None:
         assert {k: v["requests"] for k, v in vs.items()} == {"v1": 32, "v2": 8}
         assert vs["v1"]["timed"] == 32 and vs["v1"]["ttft_us"] == 32 * 200_000
         assert vs["v2"]["decode_us"] == 8 * 600_000
+    finally:
+        await sink.close()
+
+
+async def test_sums_by_api_and_client_follow_the_drill_down(sink_target: str) -> None:
+    """A department has no column in the day rollups by client: its rows are its apps';
+    an hour-grain bound counts from the start of its day."""
+    sink = await open_sink(sink_target)
+    try:
+        await sink.write([
+            make_event(i, ts=T0 + 3600 * (i % 20), tenant="acme",
+                       department="research" if i % 3 == 0 else "ops", app=f"app{i % 3}",
+                       operation="messages" if i % 2 else "chat",
+                       client="claude-cli" if i % 2 else "openai-python")
+            for i in range(30)
+        ] + [make_event(100, ts=T0 - 60, tenant="acme", app="app0")])  # the day before
+        everything = await clients(sink, Filter("day", T0, None, "acme"))
+        assert {(r["api"], r["client"]): r["requests"] for r in everything} == {
+            ("Anthropic Messages", "claude-cli"): 15, ("OpenAI Chat", "openai-python"): 15}
+        research = await clients(sink, Filter("hour", T0 + 7200, None, "acme", "research"))
+        assert sum(r["requests"] for r in research) == 10  # app0, the whole day
+        assert {r["client"] for r in research} == {"claude-cli", "openai-python"}
+        one = await clients(sink, Filter("day", T0, None, "acme", "ops", "app1"))
+        assert sum(r["requests"] for r in one) == 10
+        assert await clients(sink, Filter("day", T0, None, "acme", "nobody")) == []
+        assert await clients(sink, Filter("day", T0, None, "globex")) == []
     finally:
         await sink.close()

@@ -7,6 +7,7 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
+from tokenplane.metering.client_rollups import CLIENT_KEY, CLIENT_MEASURES
 from tokenplane.metering.rollups import DIMENSIONS, GRAINS, MEASURES
 from tokenplane.metering.stores.open import open_sink
 
@@ -64,3 +65,26 @@ def assert_rollups_match(events: list[dict[str, Any]], rollups: list[dict[str, A
     for key, values in expected.items():
         assert actual[key] == values, (key, dict(zip(MEASURES, values, strict=True)),
                                        dict(zip(MEASURES, actual[key], strict=True)))
+
+
+async def _read_clients(target: str) -> list[dict[str, Any]]:
+    sink = await open_sink(target)
+    try:
+        return await sink.fetch("SELECT * FROM client_rollups")
+    finally:
+        await sink.close()
+
+
+def assert_client_rollups_match(target: str, events: list[dict[str, Any]]) -> None:
+    """The ledger's day rollups by API and client are the sums of its raw events."""
+    expected: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * len(CLIENT_MEASURES))
+    for ev in events:
+        acc = expected[(int(ev["ts"]) // 86400 * 86400, ev["tenant"], ev["app"],
+                        ev["operation"], ev["client"] or "", ev["currency"])]
+        for i, m in enumerate(CLIENT_MEASURES):
+            acc[i] += (1 if m == "requests" else int(ev["status"] != "ok") if m == "errors"
+                       else int(ev[m]))
+    actual = {tuple(int(r[k]) if k == "bucket" else r[k] for k in CLIENT_KEY):
+              [int(r[m]) for m in CLIENT_MEASURES]
+              for r in asyncio.run(_read_clients(target))}
+    assert actual == dict(expected)

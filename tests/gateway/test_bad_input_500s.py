@@ -108,7 +108,7 @@ def test_in_vocabulary_token_ids_still_work(gateway: GatewayThread, api_key: str
 BOUNDS = [("since", "1e400"), ("until", "1e400"), ("since", "-1e400"), ("since", "nan"),
           ("until", "inf"), ("since", "abc"), ("until", "-5")]
 ROUTES = ["/admin/v1/usage", "/admin/v1/usage/sources", "/admin/v1/usage/top",
-          "/admin/v1/audit"]
+          "/admin/v1/usage/clients", "/admin/v1/audit"]
 
 
 @pytest.mark.parametrize("route", ROUTES)

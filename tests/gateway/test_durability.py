@@ -16,7 +16,11 @@ from openai import AsyncOpenAI
 from typer.testing import CliRunner
 
 from tests.gateway.gateway_process import GatewayProcess, create_key
-from tests.gateway.ledger_checks import assert_rollups_match, read_ledger
+from tests.gateway.ledger_checks import (
+    assert_client_rollups_match,
+    assert_rollups_match,
+    read_ledger,
+)
 from tests.services import fresh_pg_schema
 from tokenplane.cli.main import build_cli
 
@@ -116,6 +120,7 @@ def _check(target: str, completed: set[str], may_extra: int) -> None:
     assert len(set(ids) - completed) <= may_extra
     assert all(e["output_tokens"] > 0 for e in events if e["request_id"] in completed)
     assert_rollups_match(events, rollups)
+    assert_client_rollups_match(target, events)
 
 
 def _env(home: Path, database_url: str | None) -> dict[str, str]:

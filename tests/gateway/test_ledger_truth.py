@@ -14,7 +14,11 @@ from openai import AsyncOpenAI
 
 from tests.gateway.fake_upstream import REPLY, FakeUpstream
 from tests.gateway.harness import GatewayThread, sim_config
-from tests.gateway.ledger_checks import assert_rollups_match, read_ledger
+from tests.gateway.ledger_checks import (
+    assert_client_rollups_match,
+    assert_rollups_match,
+    read_ledger,
+)
 from tokenplane.operations.chat import CHAT
 
 MODEL = "sim-llama3-8b"
@@ -151,3 +155,4 @@ def test_rollups_equal_raw_sums_after_randomized_traffic(tmp_path: Path) -> None
     assert {e["status"] for e in events} == {"ok", "error"}
     assert len({(e["tenant"], e["app"], e["model"]) for e in events}) >= 8
     assert_rollups_match(events, rollups)
+    assert_client_rollups_match(str(tmp_path / "ledger.db"), events)

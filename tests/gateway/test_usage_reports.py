@@ -77,7 +77,8 @@ def test_tenant_key_sees_only_its_tenant(ledgered: Ledgered) -> None:
                          ("/admin/v1/usage/sources", {}),
                          ("/admin/v1/usage/prompts", {"min_requests": 1}),
                          ("/admin/v1/usage/top", {"by": "app", "order": "tokens"}),
-                         ("/admin/v1/usage/top", {"by": "tenant"})]:
+                         ("/admin/v1/usage/top", {"by": "tenant"}),
+                         ("/admin/v1/usage/clients", {"by": "tenant,app"})]:
         resp = ledgered.get(path, key, **params)
         assert resp.status_code == 200, resp.text
         assert "globex" not in resp.text.lower() and "crm" not in resp.text, path
@@ -163,6 +164,31 @@ def test_usage_cli_matches_the_api(ledgered: Ledgered, monkeypatch: pytest.Monke
     assert bad.exit_code == 2
     missing = CliRunner().invoke(build_cli(), ["usage", "--home", str(home / "nowhere")])
     assert missing.exit_code == 1 and not (home / "nowhere" / "ledger.db").exists()
+
+
+def test_clients_by_api_and_client_from_the_api_and_the_cli(
+        ledgered: Ledgered, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The openai SDK's chat traffic is OpenAI Chat from openai-python; the CLI shows
+    what the API answers; a tenant's key sees its tenant's apps only."""
+    monkeypatch.delenv("TOKENPLANE_DATABASE_URL", raising=False)
+    admin = ledgered.keys["admin"]
+    rows = _data(ledgered.get("/admin/v1/usage/clients", admin, since="1d"))
+    assert [(r["api"], r["operation"], r["client"], r["requests"], r["request_share"])
+            for r in rows] == [("OpenAI Chat", "chat", "openai-python", 14, 1.0)]
+    events, _ = read_ledger(str(ledgered.gw.home / "ledger.db"))
+    assert rows[0]["input_tokens"] == sum(e["input_tokens"] for e in events)
+    assert rows[0]["output_tokens"] == sum(e["output_tokens"] for e in events)
+    assert rows[0]["cost_micros"] == sum(e["cost_micros"] for e in events)
+    mine = _data(ledgered.get("/admin/v1/usage/clients", ledgered.keys["acme_rag"], by="app"))
+    assert [(r["app"], r["requests"]) for r in mine] == [("chat", 6), ("rag", 3)]
+    assert ledgered.get("/admin/v1/usage/clients", admin, by="model").status_code == 400
+    cli = json.loads(_cli(ledgered.gw.home, "clients", "--since", "1d", "--format", "json"))
+    assert cli == rows
+    table = _cli(ledgered.gw.home, "clients", "--by", "tenant", "--tenant", "globex")
+    assert "OpenAI Chat" in table and "openai-python" in table and "acme" not in table
+    bad = CliRunner().invoke(build_cli(), ["usage", "clients", "--by", "model",
+                                           "--home", str(ledgered.gw.home)])
+    assert bad.exit_code == 2
 
 
 def test_cli_finds_the_data_serve_uses_or_says_where_it_looked(

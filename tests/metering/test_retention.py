@@ -70,3 +70,19 @@ async def test_prune_drops_old_advice_days_and_feedback(sink_target: str) -> Non
         assert await prune(sink, policy, now) == {"advice_rollups": 0, "feedback": 0}
     finally:
         await sink.close()
+
+
+async def test_prune_drops_old_client_days(sink_target: str) -> None:
+    """The day rollups by API and client go by whole days, like the advisor's."""
+    sink = await open_sink(sink_target)
+    try:
+        await sink.write([make_event(i, ts=DAY0 + i * 86400 + 43200, client="claude-cli",
+                                     operation="messages") for i in range(5)])
+        now = DAY0 + 5 * 86400 + 3600
+        policy = RetentionPolicy(None, None, None, client_rollups_s=2.5 * 86400)
+        assert await prune(sink, policy, now) == {"client_rollups": 2}
+        days = await sink.fetch("SELECT bucket FROM client_rollups ORDER BY bucket")
+        assert [r["bucket"] for r in days] == [DAY0 + d * 86400 for d in range(2, 5)]
+        assert await prune(sink, policy, now) == {"client_rollups": 0}
+    finally:
+        await sink.close()

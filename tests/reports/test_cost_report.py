@@ -28,7 +28,7 @@ OCT = datetime(2026, 10, 1, tzinfo=UTC).timestamp()
 DAY = 86400.0
 
 # (tenant, department, app, model, month start, day, requests, cost micros each,
-#  cached input tokens each)
+#  cached input tokens each); each app's API and client in CLIENTS
 TRAFFIC = [
     ("acme", "sales", "crm-bot", "chat", OCT, 3, 10, 20_000, 0),
     ("acme", "sales", "crm-bot", "chat", NOV, 4, 30, 20_000, 400),
@@ -36,6 +36,10 @@ TRAFFIC = [
     ("acme", "people", "hr-bot", "chat", NOV, 9, 5, 10_000, 0),
     ("globex", "ops", "runbook", "chat", NOV, 12, 7, 30_000, 1000),
 ]
+
+
+CLIENTS = {"crm-bot": ("messages", "claude-cli"), "hr-bot": ("chat", "openai-python"),
+           "runbook": ("chat", None)}
 
 
 def _events() -> list[UsageEvent]:
@@ -47,7 +51,8 @@ def _events() -> list[UsageEvent]:
                 request_id=f"r{n}-{i}", attempt=0, ts=ts, tenant=tenant, department=dept,
                 app=app, model=model, input_tokens=1000, cached_input_tokens=cached,
                 output_tokens=100, input_system=600, input_user=400, cost_micros=cost,
-                estimated_input_tokens=1000, upstream_start_ts=ts - 1, arrival_ts=ts - 1))
+                estimated_input_tokens=1000, upstream_start_ts=ts - 1, arrival_ts=ts - 1,
+                operation=CLIENTS[app][0], client=CLIENTS[app][1]))
     return out
 
 
@@ -127,6 +132,31 @@ def test_drivers_and_the_prefix_cache_saving(home: Path, tmp_path: Path) -> None
     assert str(money(int(Decimal(19_000) * Decimal("0.15")))) in saving
 
 
+def test_by_api_and_client(home: Path, tmp_path: Path) -> None:
+    """November by API and client, the most tokens first: what ``tokenplane usage
+    clients`` counts for the month."""
+    out = tmp_path / "cost.html"
+    _report(home, out, "html")
+    html = out.read_text()
+    part = html[html.index("By API and client"):html.index("Top drivers")]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td>((?:<td class=\"n\">[^<]*</td>)+)",
+                      part)
+    got = [(api, client, re.findall(r'<td class="n">([^<]*)</td>', cells))
+           for api, client, cells in rows]
+    # 1,100 tokens a request: crm-bot 30, runbook 7, hr-bot 5 (46,200 in all)
+    assert got == [
+        ("Anthropic Messages", "claude-cli", ["30", "30,000", "3,000", "71.4%", "0.60"]),
+        ("OpenAI Chat", "-", ["7", "7,000", "700", "16.7%", "0.21"]),
+        ("OpenAI Chat", "openai-python", ["5", "5,000", "500", "11.9%", "0.05"]),
+    ]
+    r = CliRunner().invoke(build_cli(), ["usage", "clients", "--since", "2026-11-01",
+                                         "--until", "2026-12-01", "--home", str(home),
+                                         "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert [(c["api"], c["client"], c["requests"]) for c in json.loads(r.output)] == [
+        (api, None if client == "-" else client, int(cells[0])) for api, client, cells in got]
+
+
 def test_one_tenant_and_the_pdf(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "cost.pdf"
     _report(home, out, "pdf", "--tenant", "acme")
@@ -140,6 +170,7 @@ def test_one_tenant_and_the_pdf(home: Path, tmp_path: Path) -> None:
         assert str(row["app"]) in text
         assert money(int(str(row["cost_micros"]))) in text
     assert "runbook" not in text and "globex" not in text
+    assert "By API and client" in text and "Anthropic Messages claude-cli 30" in text
 
 
 def test_forecast_of_a_month_in_progress() -> None:

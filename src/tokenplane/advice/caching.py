@@ -40,8 +40,11 @@ def cacheable_prefixes(rows: Iterable[Aggregate], rates: Callable[[str], Rates],
         discounted = r.cached_input < r.input
         action = (
             "Send the shared system prompt first and unchanged (no timestamps or user data "
-            "before it) and turn on the provider's prompt caching; the saving is net of "
-            "the cache-write premium." if discounted else
+            "before it) and turn on the provider's prompt caching: on Anthropic's Messages "
+            "API, a cache_control breakpoint on the last system block (and the tools) "
+            "('ttl': '1h' when the prompt recurs less often than every 5 minutes); OpenAI "
+            "caches prompts of 1,024 tokens or more by itself. The saving is net of the "
+            "cache-write premium." if discounted else
             "Keep the shared system prompt first and unchanged and enable the engine's "
             "prefix caching (and prefix-aware routing, routing.profile) so repeats skip "
             "prefill; no price discount is configured (prices.cached_input), so the saving "

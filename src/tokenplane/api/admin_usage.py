@@ -4,6 +4,7 @@
     GET /admin/v1/usage/sources?since=&until=&tenant=&format=
     GET /admin/v1/usage/prompts?min_requests=2&limit=50&tenant=&format=
     GET /admin/v1/usage/top?by=app&order=cost|tokens&limit=10&since=&until=&tenant=&format=
+    GET /admin/v1/usage/clients?by=tenant,app&since=&until=&tenant=&format=
 
 ``Authorization: Bearer <key>``. An admin key sees every tenant (``tenant=`` narrows);
 any other key sees only its own tenant: the filter is forced, and naming another tenant
@@ -24,6 +25,7 @@ from aiohttp import web
 from tokenplane.auth.principal import Principal
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.keystore import KeyStore
+from tokenplane.metering.client_reports import CLIENT_DIMENSIONS, client_report
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -118,6 +120,7 @@ class AdminUsageRoutes:
         app.router.add_get(PREFIX + "/sources", self.sources)
         app.router.add_get(PREFIX + "/prompts", self.prompts)
         app.router.add_get(PREFIX + "/top", self.top)
+        app.router.add_get(PREFIX + "/clients", self.clients)
 
     def _common(self, request: web.Request) -> tuple[str | None, float | None, float | None, str]:
         principal = authenticate(self.keys, request)
@@ -157,6 +160,16 @@ class AdminUsageRoutes:
         rows = await top_consumers(self.sink(), by[0], since, until, tenant, limit, order)
         return _reply(rows, fmt, {"by": by[0], "order": order, "since": since,
                                   "until": until, "tenant": tenant})
+
+    async def clients(self, request: web.Request) -> web.Response:
+        """Requests, tokens and cost by API and client (day rollups), with shares."""
+        tenant, since, until, fmt = self._common(request)
+        parts = [p.strip() for raw in request.query.getall("by", []) for p in raw.split(",")]
+        by = list(dict.fromkeys(p for p in parts if p))
+        if any(d not in CLIENT_DIMENSIONS for d in by):
+            raise invalid("'by' must name tenant and/or app", param="by")
+        rows = await client_report(self.sink(), since, until, tenant, by)
+        return _reply(rows, fmt, {"by": by, "since": since, "until": until, "tenant": tenant})
 
 
 def _reply(rows: list[dict[str, Any]], fmt: str, meta: dict[str, Any]) -> web.Response:

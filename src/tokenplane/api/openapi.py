@@ -159,6 +159,10 @@ def _admin_paths() -> dict[str, Any]:
         f"{PREFIX}/usage/top": {"get": _op("top consumers", params=report + _params(
             "query", by=by, order={"type": "string", "enum": ["cost", "tokens"]},
             limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
+        f"{PREFIX}/usage/clients": {"get": _op(
+            "requests, tokens and cost by API and client (day rollups)", params=report
+            + _params("query", by={"type": "string", "description":
+                                   "comma-separated: tenant, app"}))},
         f"{PREFIX}/sessions": {"get": _op("the costliest agent sessions", params=report
                                           + _params("query", order={
                                               "type": "string",

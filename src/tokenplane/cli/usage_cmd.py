@@ -4,6 +4,7 @@
     tokenplane usage sources   # per tenant and app: tokens and shares by source
     tokenplane usage prompts   # repeated system prompts (fingerprints) and cacheable tokens
     tokenplane usage top --by app --order cost
+    tokenplane usage clients --since 7d  # by API (OpenAI Chat, Anthropic Messages, ...) and client
     tokenplane usage sessions --order cost --limit 20   # the costliest agent sessions
     tokenplane usage session ID [--png waterfall.png]    # one session's steps (waterfall)
 
@@ -28,6 +29,7 @@ from tokenplane.cli.session_chart import write_waterfall
 from tokenplane.cli.tables import Wide, table
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.mcp.gateway.session_tools import session_tool_costs
+from tokenplane.metering.client_reports import CLIENT_DIMENSIONS, client_report
 from tokenplane.metering.report_views import add_cacheable_tokens
 from tokenplane.metering.reports import (
     REPORT_DIMENSIONS,
@@ -205,6 +207,26 @@ def register(app: typer.Typer) -> None:
         _run(ledger_target(home, database_url, config), fmt,
              lambda sink: top_consumers(sink, by, lo, hi, tenant, limit, order), wide=wide,
              first=(by, *USAGE_FIRST))
+
+    @usage.command("clients")
+    def clients(
+        by: Annotated[list[str] | None, typer.Option(
+            help="Also split by tenant and/or app (repeat or comma-separate).")] = None,
+        since: Since = None, until: Until = None, fmt: Fmt = "table", tenant: Tenant = None,
+        home: Home = None, database_url: DbUrl = None, config: ConfigOpt = None,
+    ) -> None:
+        """Requests, tokens and cost by API (OpenAI Chat, Completions, Embeddings,
+        Anthropic Messages) and client (the User-Agent's product: claude-cli,
+        openai-python, ...), the most tokens first, with shares. Day rollups: the
+        bounds count whole days (UTC)."""
+        _check_format(fmt)
+        dims = [d.strip() for v in (by or []) for d in v.split(",") if d.strip()]
+        if any(d not in CLIENT_DIMENSIONS for d in dims):
+            raise typer.BadParameter("choose from tenant, app", param_hint="--by")
+        now = time.time()
+        lo, hi = _bound(since, "--since", now), _bound(until, "--until", now)
+        _run(ledger_target(home, database_url, config), fmt,
+             lambda sink: client_report(sink, lo, hi, tenant, dims))
 
     @usage.command("sessions")
     def sessions(

@@ -169,6 +169,77 @@ class TenantConfig(_Strict):
     models: list[str] | None = None
 
 
+_CORS_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ")  # RFC 9110's tchar
+
+
+class CorsConfig(_Strict):
+    """Cross-origin requests from browsers (``server.cors``; off when absent).
+    ``allow_origins``: exact origins (``https://app.example.com``, scheme, host and a
+    port if not the default) or ``"*"`` (any). A preflight (``OPTIONS`` with
+    ``Access-Control-Request-Method``) from an allowed origin asking for an allowed
+    method and headers is answered 204 with the ``Access-Control-Allow-*`` headers,
+    else 403 without them; an actual answer to an allowed origin (errors and streams
+    included) carries ``Access-Control-Allow-Origin`` (the origin itself) and
+    ``Vary: Origin``. ``allow_headers`` ``["*"]``: whatever the preflight asks for
+    (browser SDKs send their own ``x-stainless-*`` headers). ``allow_credentials``
+    (cookies: the console's session) needs listed origins, never ``"*"``."""
+
+    allow_origins: list[str] = Field(min_length=1)
+    allow_methods: list[str] = Field(default_factory=lambda: list(_CORS_METHODS),
+                                     min_length=1)
+    allow_headers: list[str] = Field(default_factory=lambda: ["*"])
+    expose_headers: list[str] = Field(default_factory=lambda: [
+        "x-request-id", "request-id", "retry-after", "x-ratelimit-limit-requests",
+        "x-ratelimit-limit-tokens", "x-ratelimit-remaining-requests",
+        "x-ratelimit-remaining-tokens", "x-ratelimit-reset-requests",
+        "x-ratelimit-reset-tokens"])
+    max_age_s: int = Field(600, ge=0, le=86_400)
+    allow_credentials: bool = False
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        out = []
+        for origin in v:
+            if origin == "*":
+                out.append(origin)
+                continue
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest \
+                    or any(c.isspace() for c in rest) or rest.endswith(":"):
+                raise ValueError(f"{origin!r} is not an origin: scheme://host[:port] (http or "
+                                 "https, no path, no trailing slash) or '*'")
+            out.append(origin.lower())
+        return out
+
+    @field_validator("allow_methods")
+    @classmethod
+    def _methods(cls, v: list[str]) -> list[str]:
+        out = [m.upper() for m in v]
+        for m in out:
+            if not m or not set(m) <= _TOKEN_CHARS:
+                raise ValueError(f"{m!r} is not an HTTP method")
+        return out
+
+    @field_validator("allow_headers", "expose_headers")
+    @classmethod
+    def _headers(cls, v: list[str]) -> list[str]:
+        out = [h.lower() for h in v]
+        for h in out:
+            if h != "*" and (not h or not set(h) <= _TOKEN_CHARS):
+                raise ValueError(f"{h!r} is not a header name")
+        return out
+
+    @model_validator(mode="after")
+    def _credentials(self) -> CorsConfig:
+        if self.allow_credentials and "*" in self.allow_origins:
+            raise ValueError("allow_credentials needs the origins listed: with '*' any site "
+                             "could send its visitors' cookies")
+        return self
+
+
 class ServerConfig(_Strict):
     """The public HTTP server. Its defences against slow and many clients
     (docs/ARCHITECTURE.md, "Slow and many clients"): the request head must arrive
@@ -180,7 +251,8 @@ class ServerConfig(_Strict):
     (default: from the open-file limit, which ``serve`` raises to its hard limit) and
     ``max_connections_per_address`` from one client address (0: no per-address cap;
     behind a proxy or NAT every client shares its address: raise it or set 0).
-    Connections over a cap get a 503 with ``retry-after`` and are closed."""
+    Connections over a cap get a 503 with ``retry-after`` and are closed. ``cors``:
+    browsers on other origins (:class:`CorsConfig`; off when absent)."""
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -200,6 +272,7 @@ class ServerConfig(_Strict):
     # switch interval, 5 ms by default: each of a request's waits on the loop could
     # cost that much while such work runs)
     thread_switch_ms: float = Field(1.0, gt=0, le=100)
+    cors: CorsConfig | None = None  # browsers on other origins (off: no CORS headers)
 
 
 class AdmissionConfig(_Strict):

@@ -1,6 +1,6 @@
 """The console's reads of the ledger: sums over the rollup tables (``usage_rollups``,
-``version_rollups``), never the raw events. Every query is scoped: ``Filter.tenant``
-is forced to the signed-in key's tenant unless the key is an admin's."""
+``version_rollups``, ``client_rollups``), never the raw events. Every query is scoped:
+``Filter.tenant`` is forced to the signed-in key's tenant unless the key is an admin's."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from tokenplane.metering.client_reports import client_sums, client_view, day_bounds
 from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.metering.version_rollups import LATENCY_PARTS
@@ -78,6 +79,23 @@ async def usage(sink: LedgerSink, flt: Filter, group: Sequence[str]) -> list[dic
 
 async def versions(sink: LedgerSink, flt: Filter, group: Sequence[str]) -> list[dict[str, Any]]:
     return await sums(sink, "version_rollups", VERSION_SUMS, flt, group)
+
+
+async def clients(sink: LedgerSink, flt: Filter) -> list[dict[str, Any]]:
+    """Requests, tokens and cost by API and client over ``flt`` (by day: ``since``
+    counts from the start of its day), with shares, the most tokens first. The day
+    rollups by client have no department: a department's rows are those of the apps
+    its day usage rollups name over the same days."""
+    apps: list[str] | None = None
+    if flt.app is not None:
+        apps = [flt.app]
+    elif flt.department is not None:
+        lo, hi = day_bounds(flt.since, flt.until)
+        days = Filter("day", lo, hi, flt.tenant, flt.department)
+        apps = [str(r["app"]) for r in
+                await sums(sink, "usage_rollups", ("requests",), days, ["app"])]
+    rows = await client_sums(sink, flt.since, flt.until, flt.tenant, (), apps)
+    return client_view(rows)
 
 
 def money(micros: int) -> str:

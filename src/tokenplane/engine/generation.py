@@ -1,6 +1,7 @@
 """One generation in flight: the engine's token counts turned into OpenAI output.
 
-A request runs as one engine request per choice (``n``). The service's driver puts,
+A request runs as one engine request per choice (``n``; a completions batch: ``n`` per
+prompt, choice ``prompt_index * n + i``). The service's driver puts,
 per engine request, ``(choice index, tokens emitted by a step)``, then ``(choice
 index, FinishedRequest)``, or ``None`` when the service shuts down. ``Generation``
 holds the choices' plans (``engine/planning.py``); ``SSEStream`` turns the queue into
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tokenplane.engine.core import FinishedRequest
@@ -39,9 +40,11 @@ class Generation:
         plans: list[ChoicePlan],
         formatter: Formatter,
         abort: Callable[[str], None],
+        firsts: Sequence[int] = (0,),
     ) -> None:
         self.rid = rid
-        self.prompt_tokens = prompt_tokens
+        self.prompt_tokens = prompt_tokens  # a batch's prompts summed
+        self.firsts = firsts  # the first choice of each prompt (a batch: several)
         self.plans = plans
         self.fmt = formatter
         n = len(plans)
@@ -71,16 +74,20 @@ class Generation:
         return False
 
     def usage(self) -> dict[str, Any]:
-        """The prompt once, the completions summed, choice 0's cached tokens."""
+        """Each prompt once, the completions summed, each prompt's first choice's cached
+        tokens (vLLM's usage of a batch)."""
         fins = self.fins
-        first = fins[0]
+        cached = 0
+        for i in self.firsts:
+            fin = fins[i]
+            if fin is not None:
+                cached += fin.cached_tokens
         completion = sum(f.output_tokens for f in fins if f is not None)
         reasoning: int | None = None
         if self.plans[0].reasons:
             reasoning = sum(min(p.reasoning, f.output_tokens)
                             for p, f in zip(self.plans, fins, strict=True) if f is not None)
-        return usage(self.prompt_tokens, completion,
-                     first.cached_tokens if first is not None else 0, reasoning)
+        return usage(self.prompt_tokens, completion, cached, reasoning)
 
     async def wait(self) -> None:
         """Wait for every choice (non-streaming); aborts if cancelled."""

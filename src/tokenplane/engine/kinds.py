@@ -20,6 +20,7 @@ from tokenplane.operations.chat import CHAT
 from tokenplane.operations.completions import COMPLETIONS
 from tokenplane.operations.embeddings import EMBEDDINGS
 from tokenplane.operations.messages import MESSAGES
+from tokenplane.tokens.prompt_batch import prompt_list
 from tokenplane.tokens.prompt_parts import PromptEncoder
 
 Body = dict[str, Any]
@@ -63,6 +64,11 @@ class GenerationKind:
     def prompt_ids(self, encoder: PromptEncoder, body: Body) -> list[int]:
         raise NotImplementedError
 
+    def prompt_batch(self, encoder: PromptEncoder, body: Body) -> list[list[int]]:
+        """The ids of each prompt the body holds (one but for a completions batch),
+        each answered ``n`` times."""
+        return [self.prompt_ids(encoder, body)]
+
     def handler(self, host: Host) -> Handler:
         return partial(host.generate, self)
 
@@ -93,6 +99,9 @@ class TextServing(GenerationKind):
 
     def prompt_ids(self, encoder: PromptEncoder, body: Body) -> list[int]:
         return encoder.prompt(body.get("prompt"))
+
+    def prompt_batch(self, encoder: PromptEncoder, body: Body) -> list[list[int]]:
+        return [encoder.prompt(p) for p in prompt_list(body.get("prompt"))]
 
 
 class EmbeddingServing:

@@ -10,6 +10,7 @@ import orjson
 from tokenplane.engine.sampling import Sampling, parse_sampling
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.tokens.ids import check_token_ids
+from tokenplane.tokens.prompt_batch import prompt_batch
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 EFFORTS = frozenset({"none", "minimal", "low", "medium", "high", "xhigh"})
@@ -94,9 +95,20 @@ def check_messages(body: dict[str, Any]) -> None:
 
 
 def check_prompt(prompt: Any) -> None:
-    """A completions prompt: a string, token ids, or a one-element list of either."""
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]
+    """A completions prompt: a string or token ids, or a batch of them (an array of
+    strings, or of token-id arrays), as vLLM takes it."""
+    batch = prompt_batch(prompt)
+    if batch is None:
+        _check_one(prompt)
+        return
+    first = type(batch[0])
+    if any(type(p) is not first for p in batch):
+        raise invalid("'prompt' must not mix strings and token-id arrays", param="prompt")
+    for p in batch:
+        _check_one(p)
+
+
+def _check_one(prompt: Any) -> None:
     if isinstance(prompt, str):
         if not prompt:
             raise invalid("'prompt' must not be empty", param="prompt")
@@ -104,10 +116,9 @@ def check_prompt(prompt: Any) -> None:
     if isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
         check_token_ids(prompt, "prompt")
         return
-    if isinstance(prompt, list) and len(prompt) > 1 and all(isinstance(p, str) for p in prompt):
-        raise invalid("only one prompt per request is supported", param="prompt")
     raise invalid(
-        "'prompt' must be a non-empty string or a non-empty array of token ids", param="prompt"
+        "'prompt' must be a non-empty string, a non-empty array of token ids or an array "
+        "of either", param="prompt"
     )
 
 

@@ -27,6 +27,7 @@ class RetentionPolicy:
     sessions_idle_s: float | None = None  # drop session rollups idle for this long
     advice_rollups_s: float | None = None  # the advisor's day rollups (whole days)
     feedback_s: float | None = None  # feedback scores, by the scored request's time
+    client_rollups_s: float | None = None  # the day rollups by API and client (whole days)
 
 
 async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[str, int]:
@@ -61,6 +62,10 @@ async def prune(sink: LedgerSink, policy: RetentionPolicy, now: float) -> dict[s
         cutoff = (int(now - policy.advice_rollups_s) // DAY_S) * DAY_S
         deleted["advice_rollups"] = await sink.execute(
             "DELETE FROM advice_rollups WHERE bucket < ?", [cutoff])
+    if policy.client_rollups_s is not None:
+        cutoff = (int(now - policy.client_rollups_s) // DAY_S) * DAY_S
+        deleted["client_rollups"] = await sink.execute(
+            "DELETE FROM client_rollups WHERE bucket < ?", [cutoff])
     if policy.feedback_s is not None:
         deleted["feedback"] = await sink.execute(
             "DELETE FROM feedback WHERE request_ts < ?", [now - policy.feedback_s])

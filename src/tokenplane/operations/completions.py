@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenplane.errors import invalid
+from tokenplane.errors import GatewayError, invalid
 from tokenplane.operations.base import Operation, Segment
 from tokenplane.operations.fields import Obj
 from tokenplane.operations.prefix import text_segments
@@ -91,9 +91,13 @@ def check_batch(prompt: Any, n: Any) -> None:
                       code="invalid_value")
     first = type(prompt[0])
     if first is str or first is list:
-        if any(type(item) is not first for item in prompt):
-            raise invalid("'prompt' mixes types: a batch of prompts is all strings or all "
-                          "arrays of token ids", param="prompt", code="invalid_type")
+        for i, item in enumerate(prompt):
+            if type(item) is not first:
+                raise _mixed(i, "a string" if first is str else "an array of token ids")
+            if not item and first is list:
+                raise invalid(f"'prompt[{i}]' must not be empty: a prompt of token ids "
+                              "holds at least one", param=f"prompt[{i}]",
+                              code="invalid_value")
         count = len(prompt)
         if count > MAX_PROMPTS:
             raise invalid(f"'prompt' holds {count} prompts; at most {MAX_PROMPTS} are "
@@ -103,6 +107,14 @@ def check_batch(prompt: Any, n: Any) -> None:
             raise invalid(f"{count} prompts x n={choices} ask for {count * choices} "
                           f"choices; at most {MAX_CHOICES} are accepted in one request",
                           param="n", code="invalid_value")
-    elif any(isinstance(item, str | list) for item in prompt):
-        raise invalid("'prompt' mixes types: a batch of prompts is all strings or all "
-                      "arrays of token ids", param="prompt", code="invalid_type")
+        return
+    for i, item in enumerate(prompt):
+        if isinstance(item, str | list):
+            raise _mixed(i, "a token id")
+
+
+def _mixed(index: int, want: str) -> GatewayError:
+    return invalid(f"'prompt[{index}]' must be {want}, as the items before it: the prompt "
+                   "is one string, an array of token ids, or a batch of all strings or all "
+                   "arrays of token ids (mixed types)", param=f"prompt[{index}]",
+                   code="invalid_type")

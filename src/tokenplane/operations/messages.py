@@ -13,8 +13,12 @@ from typing import Any
 
 from tokenplane.dialects.anthropic.edge import ANTHROPIC
 from tokenplane.dialects.anthropic.request import to_chat
+from tokenplane.dialects.extensions import strip_extensions
+from tokenplane.operations.base import Segment
 from tokenplane.operations.chat import ChatCompletions
 from tokenplane.operations.fields import Obj
+from tokenplane.tokens.counter import CountResult
+from tokenplane.tokens.prompt_parts import PartCounter
 
 
 class AnthropicMessages(ChatCompletions):
@@ -27,6 +31,13 @@ class AnthropicMessages(ChatCompletions):
 
     def canonical(self, body: dict[str, Any]) -> dict[str, Any]:
         return to_chat(body)
+
+    def count_prompt(self, counter: PartCounter, body: dict[str, Any]) -> CountResult:
+        # what the backend is sent: an extension (a tool's cache_control) is not prompt
+        return super().count_prompt(counter, strip_extensions(body))
+
+    def prefix_segments(self, body: dict[str, Any]) -> list[Segment]:
+        return super().prefix_segments(strip_extensions(body))
 
     def validate(self, body: dict[str, Any]) -> None:
         to_chat(body)

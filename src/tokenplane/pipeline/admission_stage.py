@@ -101,6 +101,9 @@ class AdmissionStage:
             return  # nothing limits this caller: no reservation, no store round trip
         prompt = ctx.counts.prompt
         embeddings = not ctx.operation.generates
+        # a batch of prompts (completions): each is answered on its own, so the output
+        # reserved (and a cap to clamp) is per prompt times the prompts
+        each = 1 if embeddings else ctx.operation.prompts(ctx.body)
         clamp = svc.cfg.clamp_max_tokens and not embeddings
         # the clamp shares what is left among the tenant's requests in flight
         others = svc.enter_flight(p.tenant) if clamp else 0
@@ -132,7 +135,7 @@ class AdmissionStage:
         ctx.response_headers.update(ratelimit_headers(result.headroom))
         svc.alerts.emit(p.tenant, result.alerts)
         if plan.clamped and plan.max_tokens is not None and not embeddings:
-            self._clamp(ctx, plan.max_tokens)
+            self._clamp(ctx, plan.max_tokens // each)
         if ctx.stream and result.limits and not embeddings:
             g = svc.cfg.debit_granularity
             ctx.stream_guard = StreamDebit(svc, ctx, result, plan.amounts.output_tokens, g,
@@ -152,6 +155,8 @@ class AdmissionStage:
         embeddings = not ctx.operation.generates
         window_room = (ctx.model.context_window - prompt if ctx.model is not None
                        else prompt + 1)
+        each = 1 if embeddings else ctx.operation.prompts(ctx.body)  # a batch's prompts
+        cap = ctx.max_tokens
         for attempt in (0, 1):
             allowed: int | None = None
             if clamp:
@@ -159,10 +164,14 @@ class AdmissionStage:
                                                           extra=extra)
                 if left:  # None: no token limit; 0: let the reservation say which
                     allowed = clamp_share(left, others, window_room)
+                    if allowed is not None and each > 1:
+                        # a whole cap for every prompt (none left: the reservation says)
+                        allowed = allowed // each * each or None
+            predicted = None if embeddings else svc.predict(p, alias, prompt // each)
             plan = plan_reservation(
-                prompt, max_tokens=0 if embeddings else ctx.max_tokens,
-                predicted_output=None if embeddings else svc.predict(p, alias, prompt),
-                default_output=svc.cfg.default_output_tokens, allowed_output=allowed,
+                prompt, max_tokens=0 if embeddings else cap if cap is None else cap * each,
+                predicted_output=None if predicted is None else predicted * each,
+                default_output=svc.cfg.default_output_tokens * each, allowed_output=allowed,
                 cost=lambda i, o: svc.cost(alias, i, o), reserve_cap=allowed is not None,
             )
             result = await svc.admission.reserve(scopes, plan.amounts, now,

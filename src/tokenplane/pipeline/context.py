@@ -31,6 +31,7 @@ class PromptCount(Protocol):
     system_fingerprint: str | None
     exact: bool
     flags: frozenset[str]
+    longest: int | None  # a batch of prompts: the longest one (what must fit the window)
 
 
 @dataclass(frozen=True, slots=True)

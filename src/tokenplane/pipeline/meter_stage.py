@@ -231,7 +231,9 @@ class MeterFinisher:
             self.calibrator.calibrate(alias, features, counts.prompt)
         if (self.predictor is not None and ctx.status == "ok"
                 and ctx.operation.generates and "budget_stopped" not in ctx.flags):
-            self.predictor.observe(LengthKey(tenant, app, alias), counts.prompt, counts.output)
+            each = ctx.operation.prompts(ctx.body)  # a batch: learnt per prompt, as
+            self.predictor.observe(LengthKey(tenant, app, alias),  # admission predicts
+                                   counts.prompt // each, counts.output // each)
 
     @staticmethod
     def _observe(

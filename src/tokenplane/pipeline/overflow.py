@@ -82,7 +82,9 @@ class Overflow:
         if policy.action == "reject" or not ctx.operation.generates:
             return result
         reserve = ctx.max_tokens or policy.reserve
-        if result.counts.prompt + reserve <= ctx.model.context_window:
+        longest = result.longest  # a batch of prompts: each must fit, not their sum
+        if (result.counts.prompt if longest is None else longest) + reserve \
+                <= ctx.model.context_window:
             return result
         if policy.action == "trim_history":
             return self._trim(ctx, result, policy)

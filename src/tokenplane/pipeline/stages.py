@@ -128,6 +128,13 @@ def beyond_window(ctx: RequestContext, prompt: int, output: int, floor: bool = F
     )
 
 
+def window_prompt(result: PromptCount) -> int:
+    """The prompt tokens that must fit the context window: the prompt's, or a batch's
+    longest prompt's (each prompt of a batch is its own sequence upstream)."""
+    longest = result.longest
+    return result.counts.prompt if longest is None else longest
+
+
 class EarlyCountStage:
     """Before the input guard, whose scans of a large prompt cost about as much as
     counting it: a large prompt that the principal's guard cannot change (no PII
@@ -146,7 +153,7 @@ class EarlyCountStage:
         result = await self.tokens.count_large(ctx, 1)
         body, field = ctx.body, ctx.operation.content_field
         ctx.early_count = EarlyCount(body.get(field), body.get("tools"), result)
-        prompt = result.counts.prompt
+        prompt = window_prompt(result)
         if ctx.operation.generates and prompt + 1 > ctx.model.context_window \
                 and self.tokens.rejects(ctx):
             raise beyond_window(ctx, prompt, 1)
@@ -195,7 +202,7 @@ class TokensStage:
             result = self.overflow.resolve(ctx, result)
         ctx.counts = result.counts
         ctx.system_fingerprint = result.system_fingerprint
-        ctx.estimated_input_tokens = prompt = result.counts.prompt
+        ctx.estimated_input_tokens = result.counts.prompt
         if result.flags:
             ctx.flags.extend(f for f in sorted(result.flags) if f not in ctx.flags)
         features = getattr(result, "features", None)
@@ -204,11 +211,13 @@ class TokensStage:
         if not ctx.operation.generates:
             return
         window = ctx.model.context_window
-        need = prompt + (ctx.max_tokens or 1)
+        longest = result.longest  # a batch of prompts: its longest one must fit
+        fits = result.counts.prompt if longest is None else longest
+        need = fits + (ctx.max_tokens or 1)
         if need > window:
             raise invalid(
                 f"This model's maximum context length is {window} tokens. However, you "
-                f"requested {need} tokens ({prompt} in the messages, "
+                f"requested {need} tokens ({fits} in the messages, "
                 f"{ctx.max_tokens or 1} in the completion). Please reduce the length of the "
                 "messages or completion.", param="messages", code="context_length_exceeded",
             )

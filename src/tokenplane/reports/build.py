@@ -68,8 +68,19 @@ def cost_document(r: CostReport, *, charts: bool = True) -> Document:
                           if ln.last_cost_micros else None))
                     for ln in r.lines),
               (False, False, False) + (True,) * (3 + len(SOURCES) + 3)),
-        Heading("Top drivers of the change"),
     )
+    doc.add(Heading("By API and client"))
+    if r.clients:
+        doc.add(Table(("API", "client", "requests", "input tokens", "output tokens",
+                       "share of tokens", "cost"),
+                      tuple((c.api, c.client or "-", _n(c.requests), _n(c.input_tokens),
+                             _n(c.output_tokens), f"{c.token_share * 100:.1f}%",
+                             money(c.cost_micros)) for c in r.clients),
+                      (False, False, True, True, True, True, True)))
+    else:
+        doc.add(Para("No requests by API and client this month (ledgers before migration "
+                     "11 did not record them)."))
+    doc.add(Heading("Top drivers of the change"))
     change = r.total_micros - r.last_total_micros
     if r.drivers:
         if change == 0:  # moves that cancel out: no share of a change of nothing

@@ -57,6 +57,24 @@ class Saving:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientLine:
+    """One API (``OpenAI Chat``, ``Anthropic Messages``, ...) and client (None: the
+    requests named none) over the month, every currency summed as the lines are."""
+
+    api: str
+    client: str | None
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+    token_share: float
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
 class CostReport:
     month: Month
     tenant: str | None
@@ -69,6 +87,7 @@ class CostReport:
     drivers: tuple[Line, ...]
     savings: tuple[Saving, ...]
     totals: Mapping[str, int] = field(default_factory=dict)
+    clients: tuple[ClientLine, ...] = ()  # by API and client (empty before ledger v11)
 
     @property
     def change_share(self) -> float | None:
@@ -109,6 +128,22 @@ def lines(this: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]) 
             out[k] = Line(k[0], k[1], k[2], 0, 0, 0, dict.fromkeys(SOURCES, 0), 0, cost)
     return sorted(out.values(),
                   key=lambda ln: (-ln.cost_micros, ln.tenant, ln.department, ln.app))
+
+
+def client_lines(rows: Sequence[Mapping[str, Any]]) -> list[ClientLine]:
+    """API and client lines from ``metering.client_reports.client_report`` rows (one
+    per currency merged), the most tokens first, with their share of the tokens."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        k = (str(r.get("api") or ""), str(r.get("client") or ""))
+        cur = acc.setdefault(k, [0, 0, 0, 0])
+        for i, m in enumerate(("requests", "input_tokens", "output_tokens", "cost_micros")):
+            cur[i] += _i(r, m)
+    total = sum(v[1] + v[2] for v in acc.values())
+    out = [ClientLine(api, client or None, v[0], v[1], v[2], v[3],
+                      (v[1] + v[2]) / total if total else 0.0)
+           for (api, client), v in acc.items()]
+    return sorted(out, key=lambda c: (-c.tokens, -c.requests, c.api, c.client or ""))
 
 
 def forecast(month: Month, daily: Sequence[tuple[str, int]], now: float) -> Forecast:

@@ -16,12 +16,14 @@ from tokenplane.governance.audit.multi import log_dirs, matching
 from tokenplane.governance.audit.segments import iter_records
 from tokenplane.governance.audit.signing import Verifier
 from tokenplane.governance.audit.verify import VerifyResult, verify
+from tokenplane.metering.client_reports import client_report
 from tokenplane.metering.outcomes import OUTCOMES
 from tokenplane.metering.reports import usage_report
 from tokenplane.metering.stores.base import LedgerSink
 from tokenplane.reports.compliance import ComplianceCounts, count
 from tokenplane.reports.cost import (
     CostReport,
+    client_lines,
     drivers,
     forecast,
     lines,
@@ -52,6 +54,8 @@ async def gather_cost(
     progress("reading days and models")
     day_rows = await usage_report(sink, ["day"], month.start, month.end, tenant)
     model_rows = await usage_report(sink, ["model"], month.start, month.end, tenant)
+    progress("reading APIs and clients")
+    client_rows = await client_report(sink, month.start, month.end, tenant)
     daily = tuple(sorted((str(r["day"]), int(r["cost_micros"] or 0)) for r in day_rows))
     all_lines = lines(this_rows, last_rows)
     currencies = {str(r.get("currency") or "") for r in this_rows + last_rows} - {""}
@@ -63,6 +67,7 @@ async def gather_cost(
         sum(ln.cost_micros for ln in all_lines), sum(ln.last_cost_micros for ln in all_lines),
         daily, forecast(month, daily, now), tuple(drivers(all_lines)),
         (prefix_cache_saving(model_rows, prices or {}),), totals,
+        tuple(client_lines(client_rows)),
     )
 
 

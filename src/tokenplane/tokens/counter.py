@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.messages import DEFAULT_IMAGE_TOKENS, normalize
@@ -34,6 +34,7 @@ from tokenplane.tokens.plain import (
     PlainShape,
     plain_shape,
 )
+from tokenplane.tokens.prompt_batch import prompt_batch
 from tokenplane.tokens.registry import TokenizerRegistry
 from tokenplane.tokens.segments import SegmentCache
 from tokenplane.tokens.segments import SegmentInfo as SegmentInfo  # re-exported
@@ -51,6 +52,9 @@ class CountResult:
     system_fingerprint: str | None = None
     exact: bool = True
     flags: frozenset[str] = frozenset()
+    # a completions batch (several prompts): its longest prompt's tokens, what must fit
+    # the context window (``counts`` holds the sum); None for one prompt
+    longest: int | None = field(default=None, kw_only=True)
 
     @property
     def prompt_tokens(self) -> int:
@@ -165,15 +169,16 @@ class ChatCounter:
         """A plain completion prompt: a string, strings, token ids, or lists of ids."""
         if isinstance(prompt, str):
             return CountResult(TokenCounts(user=self.cache.count(self.template.tokenizer, prompt)))
-        total = 0
+        if prompt_batch(prompt) is None:  # one prompt of token ids
+            return CountResult(TokenCounts(user=len(prompt)), exact=self.exact)
+        total = longest = 0
         for item in prompt:
-            if isinstance(item, str):
-                total += self.cache.count(self.template.tokenizer, item)
-            elif isinstance(item, int):
-                total += 1
-            else:
-                total += len(item)
-        return CountResult(TokenCounts(user=total), exact=self.exact)
+            n = self.cache.count(self.template.tokenizer, item) if isinstance(item, str) \
+                else len(cast("Sequence[int]", item))
+            total += n
+            longest = max(longest, n)
+        return CountResult(TokenCounts(user=total), exact=self.exact,
+                           longest=longest if len(prompt) > 1 else None)
 
     def count_text(self, text: str) -> int:
         return self.cache.count(self.template.tokenizer, text)

@@ -10,6 +10,7 @@ from tokenplane.tokens.char_floor import CharFloor
 from tokenplane.tokens.counter import CountResult
 from tokenplane.tokens.counts import TokenCounts
 from tokenplane.tokens.messages import normalize
+from tokenplane.tokens.prompt_batch import prompt_batch
 from tokenplane.tokens.template_base import ChatTemplate
 
 
@@ -51,7 +52,12 @@ class FloorParts:
         return CountResult(TokenCounts(user=total))
 
     def prompt(self, prompt: Any) -> CountResult:
-        return self._items(prompt)
+        result = self._items(prompt)
+        batch = prompt_batch(prompt)
+        if batch is not None and len(batch) > 1:  # what must fit: the longest prompt
+            result.longest = max(self._items([p]).counts.prompt
+                                 if isinstance(p, str) else len(p) for p in batch)
+        return result
 
     def inputs(self, value: Any) -> CountResult:
         return self._items(value)

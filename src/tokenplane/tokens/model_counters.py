@@ -25,6 +25,7 @@ from tokenplane.tokens.estimated_counting import EstimatingCounter
 from tokenplane.tokens.estimator import Estimator
 from tokenplane.tokens.floor_parts import FloorParts
 from tokenplane.tokens.ids import check_token_ids, vocab_size
+from tokenplane.tokens.prompt_batch import prompt_batch
 from tokenplane.tokens.prompt_parts import PartCounter, PromptKind
 from tokenplane.tokens.registry import (
     HFTokenizer,
@@ -121,7 +122,13 @@ class EstimatedParts:
         return self.est.count_chat(messages, tools)
 
     def prompt(self, prompt: Any) -> CountResult:
-        return self.est.count_texts([prompt] if isinstance(prompt, str) else prompt)
+        result = self.est.count_texts([prompt] if isinstance(prompt, str) else prompt)
+        batch = prompt_batch(prompt)
+        if batch is not None and len(batch) > 1:
+            est = self.est
+            result.longest = max(est.count_text(p) if isinstance(p, str) else len(p)
+                                 for p in batch)
+        return result
 
     def inputs(self, value: Any) -> CountResult:
         return self.est.count_texts([value] if isinstance(value, str) else value)
@@ -235,14 +242,18 @@ class ModelCounters:
         """The fewest prompt tokens ``body`` can have, from its characters, without
         tokenizing (``tokens/char_floor.py``): never above what :meth:`count` gives.
         None where no such floor is known (estimated aliases, tokenizers that are not
-        byte-level BPE) or the body's parts are malformed (counting will say so)."""
+        byte-level BPE) or the body's parts are malformed (counting will say so). A
+        batch of prompts (completions): the floor of its longest prompt, what must fit
+        the context window."""
         parts = self._floors.get(model.alias)
         if parts is None:
             return None
         try:
-            return operation.count_prompt(parts, body).counts.prompt
+            result = operation.count_prompt(parts, body)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
+        # a batch of prompts: its longest one's floor (each prompt must fit the window)
+        return result.counts.prompt if result.longest is None else result.longest
 
     def calibrate(self, alias: str, features: Mapping[str, int], reported_prompt: int) -> None:
         """Refine the estimator of ``alias`` with the upstream's reported prompt count."""

@@ -120,6 +120,29 @@ async def test_completions_stream_and_non_stream(
     assert chunks[-1]["usage"] == data["usage"]
 
 
+async def test_completions_batch_like_vllm(service: EngineService, tokenizer: Tokenizer) -> None:
+    """A batch of prompts: each served on its own, choice prompt_index * n + i, usage
+    summed (each prompt once, each prompt's cached tokens), in streams too."""
+    prompts = ["Once upon a time", LONG, [9906, 1917, 11]]
+    body = {"model": MODEL, "prompt": prompts[:2], "n": 2, "max_tokens": 3,
+            "temperature": 0.8}
+    data = orjson.loads((await post(service, "/v1/completions", body)).body or b"")
+    assert [c["index"] for c in data["choices"]] == [0, 1, 2, 3]
+    assert all(tokenizer.count(c["text"]) == 3 for c in data["choices"])
+    assert data["usage"]["prompt_tokens"] == tokenizer.count(prompts[0]) + tokenizer.count(LONG)
+    assert data["usage"]["completion_tokens"] == 12
+    # LONG again, second in a batch: its own prefix blocks are found in the cache
+    warm = {"model": MODEL, "prompt": ["hi there", LONG], "max_tokens": 2}
+    again = orjson.loads((await post(service, "/v1/completions", warm)).body or b"")
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= tokenizer.count(LONG) - 16
+    ids = {"model": MODEL, "prompt": [prompts[2], [1, 2]], "max_tokens": 2, "stream": True,
+           "stream_options": {"include_usage": True}}
+    chunks = parse_sse(await events(await post(service, "/v1/completions", ids)))
+    assert {c["choices"][0]["index"] for c in chunks[:-1]} == {0, 1}
+    assert chunks[-1]["usage"]["prompt_tokens"] == 5
+    assert chunks[-1]["usage"]["completion_tokens"] == 4
+
+
 @pytest.mark.parametrize(
     ("path", "body", "param"),
     [
@@ -135,7 +158,8 @@ async def test_completions_stream_and_non_stream(
          "stream_options"),
         ("/v1/chat/completions", chat_body(temperature=3), "temperature"),
         ("/v1/chat/completions", chat_body(max_tokens=9000), "max_tokens"),
-        ("/v1/completions", {"prompt": ["a", "b"]}, "prompt"),
+        ("/v1/completions", {"prompt": ["a", [1]]}, "prompt"),
+        ("/v1/completions", {"prompt": ["a", ""]}, "prompt"),
         ("/v1/completions", {"prompt": ""}, "prompt"),
         ("/v1/embeddings", {"input": 5}, "input"),
     ],

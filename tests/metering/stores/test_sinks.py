@@ -320,3 +320,24 @@ async def test_a_v8_ledger_gains_the_advice_tables(
                          "answer_output_sq": 49}]
     finally:
         await sink.close()
+
+
+async def test_a_v10_ledger_gains_the_client_rollups_empty(
+    sink_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 11 adds ``client_rollups``: a ledger written before it has no rows
+    there for its old events; new events fill it, once."""
+    await _old_ledger(sink_target, monkeypatch, 10, make_event(1), V11_COLUMNS)
+    sink = await open_sink(sink_target)
+    try:
+        assert sink.applied_migrations == [11]  # type: ignore[attr-defined]
+        assert await _scalar(sink, "SELECT COUNT(*) FROM client_rollups") == 0
+        new = [make_event(2, operation="messages", client="claude-cli"), make_event(3)]
+        assert await sink.write(new) == 2
+        assert await sink.write(new) == 0
+        rows = await sink.fetch("SELECT operation, client, requests, input_tokens "
+                                "FROM client_rollups ORDER BY operation")
+        assert [(r["operation"], r["client"], int(r["requests"]), int(r["input_tokens"]))
+                for r in rows] == [("chat", "", 1, 15), ("messages", "claude-cli", 1, 15)]
+    finally:
+        await sink.close()

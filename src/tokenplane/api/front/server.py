@@ -24,6 +24,7 @@ import time
 
 from aiohttp import web
 
+from tokenplane.api.cors import CORS, Cors, is_preflight
 from tokenplane.api.front.limits import FRONT_LIMITS, FrontLimits
 from tokenplane.api.front.protocol import HEAD_MAX, FrontConnection
 from tokenplane.api.front.relay import Relay
@@ -55,10 +56,12 @@ class Front:
     the count of them per client address (the caps)."""
 
     def __init__(self, routes: OpenAIRoutes, relay: Relay,
-                 limits: FrontLimits | None = None, screen: Screen | None = None) -> None:
+                 limits: FrontLimits | None = None, screen: Screen | None = None,
+                 cors: Cors | None = None) -> None:
         limits = limits or FrontLimits()
         self._screen = screen
         self.routes = routes
+        self.cors = cors  # server.cors (None: off, the one check a request pays)
         self.new_id = routes.new_id
         self.max_body = routes.max_body
         self.keepalive_s = limits.keepalive_s
@@ -160,40 +163,69 @@ class Front:
 
     async def serve(self, conn: FrontConnection, req: FrontRequest) -> None:
         self.unproven.pop(conn, None)  # a whole request came: never shed as slow
+        cors: dict[str, str] | None = None
+        if self.cors is not None and req.error is None and req.path in self.inference_paths:
+            # (a relayed route: the application answers and adds them)
+            if is_preflight(req.method, req.headers):
+                self._preflight(conn, req, self.cors)
+                return
+            cors = self.cors.actual(req.headers)
         if req.error is not None:
-            self._error(conn, req, req.error, self.new_id())
+            self._error(conn, req, req.error, self.new_id(), self._cors_of(req))
         elif req.path in self.inference_paths:
             if req.method == "POST":
-                await self._inference(conn, req)
+                await self._inference(conn, req, cors)
             else:
-                self._error(conn, req, not_allowed(req.method, req.path), self.new_id())
+                self._error(conn, req, not_allowed(req.method, req.path), self.new_id(), cors)
         else:
             await self.relay.forward(conn, req)
 
+    def _cors_of(self, req: FrontRequest) -> dict[str, str] | None:
+        return self.cors.actual(req.headers) if self.cors is not None else None
+
+    def _preflight(self, conn: FrontConnection, req: FrontRequest, cors: Cors) -> None:
+        rid = self.new_id()
+        try:
+            status, headers = cors.preflight(req.headers)
+        except GatewayError as err:
+            self._error(conn, req, err, rid)
+            return
+        headers["x-request-id"] = rid
+        conn.respond(req, status, headers, b"")
+
     def _error(self, conn: FrontConnection, req: FrontRequest, err: GatewayError,
-               rid: str) -> None:
+               rid: str, cors: dict[str, str] | None = None) -> None:
         """``err`` in the envelope of the dialect spoken at the request's path."""
         status, headers, body = error_parts(err, rid, self.dialect_for(req.path))
+        if cors:
+            headers.update(cors)
         conn.respond(req, status, headers, body)
 
-    async def _inference(self, conn: FrontConnection, req: FrontRequest) -> None:
+    async def _inference(self, conn: FrontConnection, req: FrontRequest,
+                         cors: dict[str, str] | None = None) -> None:
         rid = self.new_id()
         try:
             reply = await self.routes.run(rid, req.path, req.body, req.headers, conn)
         except GatewayError as err:
-            self._error(conn, req, err, rid)
+            self._error(conn, req, err, rid, cors)
             return
         except Exception:
             log.exception("internal error on %s %s (%s)", req.method, req.path, rid)
-            self._error(conn, req, internal_error(), rid)
+            self._error(conn, req, internal_error(), rid, cors)
             return
         if reply.stream is None:
-            conn.respond(req, reply.status, reply_headers(reply, rid), reply.body or b"")
+            headers = reply_headers(reply, rid)
+            if cors:
+                headers.update(cors)
+            conn.respond(req, reply.status, headers, reply.body or b"")
             return
         stream = reply.stream
         started = False
+        headers = stream_headers(reply, rid)
+        if cors:
+            headers.update(cors)
         try:
-            conn.start_stream(req, reply.status, stream_headers(reply, rid))
+            conn.start_stream(req, reply.status, headers)
             started = True  # iterated from here: the stream's own finally cleans up
             async for event in stream:
                 conn.write_chunk(event)
@@ -276,7 +308,7 @@ class GatewayServer:
         routes = self.app[OPENAI_ROUTES]
         relay = Relay(inner, routes.new_id)
         front = self.front = Front(routes, relay, self.app.get(FRONT_LIMITS),
-                                        self.app.get(FRONT_SCREEN))
+                                   self.app.get(FRONT_SCREEN), self.app.get(CORS))
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: FrontConnection(front), self.host, self._port,

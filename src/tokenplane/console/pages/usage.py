@@ -1,5 +1,6 @@
 """Usage: drill down tenant -> department -> app -> key or model, by day or hour:
-tokens by source, cached tokens, cost. The CSV export is the table as shown."""
+tokens by source, cached tokens, cost; and the same scope by API (wire dialect) and
+client, from the day rollups by client. The CSV export is the first table as shown."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from urllib.parse import urlencode
 
 from tokenplane.console.page import Data, Page, PageError
 from tokenplane.console.periods import DAY, HOUR, label
-from tokenplane.console.queries import SOURCES, Filter, money, sums, usage
+from tokenplane.console.queries import SOURCES, Filter, clients, money, sums, usage
 from tokenplane.csv_cells import safe_cell
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.outcomes import OUTCOMES
@@ -23,6 +24,9 @@ NONE = "~"  # the department of apps that have none ('' in the ledger)
 COLUMNS = ("requests", *OUTCOMES, *(f"input_{s}" for s in SOURCES), "cached_input_tokens",
            "output_tokens", "total_tokens", "cost", "cache_savings", "currency")
 DEFAULT_SINCE = {"day": "7d", "hour": "24h"}
+CLIENT_COLUMNS = ("requests", "errors", "input_tokens", "cached_input_tokens",
+                  "output_tokens", "total_tokens", "request_share", "token_share", "cost",
+                  "currency")
 
 
 def _level(page: Page, tenant: str | None) -> tuple[str, str | None, str | None]:
@@ -62,6 +66,20 @@ async def savings(page: Page, flt: Filter, group: str) -> dict[tuple[str, str], 
         per = saving_per_token(prices, str(r["model"]))
         out[key] = out.get(key, 0) + int(per * r["cached_input_tokens"])
     return out
+
+
+async def client_table(page: Page, flt: Filter) -> tuple[list[dict[str, Any]], bool]:
+    """The panel "By API and client": one row per API, client and currency (the API's
+    operation names its catalog label; client None: the requests named none)."""
+    rows = await clients(page.sink, flt)
+    shown = rows[:page.parts.config.max_rows]
+    out = []
+    for r in shown:
+        row = {"operation": r["operation"], "api": r["api"], "client": r["client"]}
+        for c in CLIENT_COLUMNS:
+            row[c] = f"{r[c] * 100:.1f}%" if c.endswith("_share") else r[c]
+        out.append(row)
+    return out, len(rows) > len(shown)
 
 
 def _row(name: str, r: dict[str, Any], saved: int) -> dict[str, Any]:
@@ -111,6 +129,7 @@ async def build(page: Page) -> Data:
         row["href"] = f"/console/usage?{urlencode(nxt)}" if nxt is not None else None
         table.append(row)
     series_rows = await usage(page.sink, flt, ["bucket"])
+    client_rows, clients_truncated = await client_table(page, flt)
     crumbs: list[dict[str, str | None]] = [
         {"label": "*", "href": f"/console/usage?{urlencode(base)}"}] if page.admin else []
     if tenant is not None:
@@ -128,6 +147,8 @@ async def build(page: Page) -> Data:
         "group": group, "grain": grain, "since": since_text, "since_epoch": since,
         "columns": COLUMNS, "rows": table, "crumbs": crumbs,
         "truncated": len(rows) > len(table),
+        "client_columns": CLIENT_COLUMNS, "client_rows": client_rows,
+        "clients_truncated": clients_truncated,
         "by": page.arg("by") or "key_id", "at_app": app is not None,
         "filters": {"tenant": tenant, "department": dept, "app": app},
         "csv_href": "/console/usage.csv?" + urlencode(query),

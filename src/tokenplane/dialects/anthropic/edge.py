@@ -74,7 +74,9 @@ class AnthropicDialect(Dialect):
                 for ev in item.split(b"\n\n"):
                     if not ev or ended:
                         continue
-                    data = event_payload(ev)
+                    # the common event, one data line of a JSON object, read in place
+                    data = ev[6:] if ev.startswith(b"data: {") and b"\n" not in ev \
+                        else event_payload(ev)
                     if data is None:
                         if ev.startswith(b"data: [DONE]"):
                             frames.append(out.finish())

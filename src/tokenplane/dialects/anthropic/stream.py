@@ -15,14 +15,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from tokenplane.dialects.anthropic.answer import matched_stop, stop_reason, tool_use_id
 from tokenplane.dialects.anthropic.errors import error_event
-from tokenplane.dialects.anthropic.extension import ext
+from tokenplane.dialects.anthropic.extension import EXT, ext
 from tokenplane.dialects.anthropic.sse import frame
 from tokenplane.dialects.usage import Usage
 from tokenplane.errors import GatewayError
 
 PING = frame("ping", {"type": "ping"})
+# A text delta's frame around its index and its JSON-encoded text: the same bytes as
+# ``frame("content_block_delta", {...})`` without building and encoding the dicts
+# (one per token of every streamed answer).
+_TEXT_DELTA_HEAD = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+_TEXT_DELTA_MID = b',"delta":{"type":"text_delta","text":'
+_TEXT_DELTA_TAIL = b"}}\n\n"
 
 
 class MessagesStream:
@@ -85,7 +93,8 @@ class MessagesStream:
         out = b""
         if self._kind != "text":
             out = self._open("text", {"type": "text", "text": ""})
-        return out + self._delta({"type": "text_delta", "text": text})
+        return (out + _TEXT_DELTA_HEAD + str(self._index).encode() + _TEXT_DELTA_MID
+                + orjson.dumps(text) + _TEXT_DELTA_TAIL)
 
     def _tool_call(self, position: int, call: dict[str, Any]) -> bytes:
         idx = call.get("index")
@@ -123,12 +132,18 @@ class MessagesStream:
 
     def feed(self, chunk: dict[str, Any]) -> bytes:
         """The events of one ``chat.completion.chunk`` (often none)."""
+        if self._kind == "text" and not self._finished:
+            text = self._more_text(chunk)
+            if text is not None:
+                return text
         if self._finished:
             return b""
-        out = self.start()
-        u = Usage.read(chunk.get("usage"), partial=True)
-        if u is not None:
-            self.usage = u
+        out = b"" if self._started else self.start()
+        usage = chunk.get("usage")
+        if usage is not None:
+            u = Usage.read(usage, partial=True)
+            if u is not None:
+                self.usage = u
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return out
@@ -142,9 +157,10 @@ class MessagesStream:
                 if isinstance(v, str) and v:
                     out += self._thinking(v)
                     break
-            x = ext(delta)
-            if x:
-                out += self._extension(x)
+            if EXT in delta:
+                x = ext(delta)
+                if x:
+                    out += self._extension(x)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 out += self._text(content)
@@ -156,10 +172,36 @@ class MessagesStream:
             finish = choice.get("finish_reason")
             if isinstance(finish, str):
                 self.finish_reason = finish
-            seq = matched_stop(choice)
-            if seq is not None:
-                self.stop_sequence = seq
+            if (EXT in delta or EXT in choice or "stop_reason" in choice
+                    or "message" in choice):  # else no stop sequence to read
+                seq = matched_stop(choice)
+                if seq is not None:
+                    self.stop_sequence = seq
         return out
+
+    def _more_text(self, chunk: dict[str, Any]) -> bytes | None:
+        """The common chunk while a text block is open, one choice's delta of more text
+        and nothing else, rendered as :meth:`feed` would; None for any other chunk."""
+        choices = chunk.get("choices")
+        if type(choices) is not list or len(choices) != 1 or chunk.get("usage") is not None:
+            return None
+        choice = choices[0]
+        if (type(choice) is not dict or choice.get("finish_reason") is not None
+                or choice.get("index", 0) != 0 or EXT in choice or "stop_reason" in choice
+                or "message" in choice):
+            return None
+        delta = choice.get("delta")
+        # the delta holds the content, and maybe the role, only
+        if type(delta) is not dict or "content" not in delta or not (
+                len(delta) == 1 or (len(delta) == 2 and "role" in delta)):
+            return None
+        content = delta["content"]
+        if type(content) is not str:
+            return None
+        if not content:
+            return b""
+        return (_TEXT_DELTA_HEAD + str(self._index).encode() + _TEXT_DELTA_MID
+                + orjson.dumps(content) + _TEXT_DELTA_TAIL)
 
     def finish(self, usage: Usage | None = None) -> bytes:
         """Closes the open block; ``message_delta`` (stop reason, cumulative usage) and

@@ -50,7 +50,7 @@ from tokenplane.engine.defaults import PromptIds
 from tokenplane.engine.endpoints import embeddings_body, models_body, tokenize_body
 from tokenplane.engine.generation import Generation, SimulatedDrop, SSEStream
 from tokenplane.engine.kinds import GenerationKind, served_kinds
-from tokenplane.engine.planning import Planner
+from tokenplane.engine.planning import ChoicePlan, Planner
 from tokenplane.engine.profiles import EngineProfile
 from tokenplane.engine.serving.metrics import CONTENT_TYPE, EngineMetricsExporter
 from tokenplane.engine.textgen import WordPool, block_hashes, natural_length
@@ -288,38 +288,47 @@ class EngineService:
         params = parse_generation(body, kind)
         check_model(params.model, self.model_name)
         fail_after = _int_header(headers, "x-sim-fail-after", 0, 10**9)
-        ids = kind.prompt_ids(self._prompt_ids, body)
-        prompt_len = len(ids)
-        if prompt_len == 0:
-            raise invalid("the prompt is empty", param=kind.prompt_param)
-        room = self._room(prompt_len, params.max_tokens)
+        batch = kind.prompt_batch(self._prompt_ids, body)  # one prompt but for a batch
         cap = params.max_tokens
-        if ceiling and cap is not None:
-            room, cap = min(room, cap), None
         effort = self._planner.effort(params.reasoning_effort)
-        if params.sampling is None:
-            if cap is not None:
-                n_out, finish = cap, "length"
+        plans: list[ChoicePlan] = []
+        shapes: list[tuple[int, list[int]]] = []  # per choice: prompt length, block hashes
+        firsts: list[int] = []  # each prompt's first choice
+        for ids in batch:
+            prompt_len = len(ids)
+            if prompt_len == 0:
+                raise invalid("the prompt is empty", param=kind.prompt_param)
+            room = self._room(prompt_len, params.max_tokens)
+            limit = cap
+            if ceiling and limit is not None:
+                room, limit = min(room, limit), None
+            if params.sampling is None:
+                if limit is not None:
+                    n_out, finish = limit, "length"
+                else:
+                    natural = natural_length(ids)
+                    n_out, finish = (natural, "stop") if natural <= room else (room, "length")
+                own = [self._planner.plain(ids, n_out, finish, effort)]
             else:
-                natural = natural_length(ids)
-                n_out, finish = (natural, "stop") if natural <= room else (room, "length")
-            plans = [self._planner.plain(ids, n_out, finish, effort)]
-        else:
-            plans = self._planner.plan(ids, params.sampling, cap, room, effort,
-                                       body)
+                own = self._planner.plan(ids, params.sampling, limit, room, effort, body)
+            firsts.append(len(plans))
+            plans.extend(own)
+            shape = (prompt_len, block_hashes(ids, self._block_size))
+            shapes.extend(shape for _ in own)
+        prompt_len = sum(len(ids) for ids in batch)
         rid = f"{kind.id_prefix}-{uuid.uuid4().hex}-{next(self._ids)}"
         fmt = kind.formatter(rid, int(time.time()), self.model_name, params.include_usage)
-        gen = Generation(rid, prompt_len, plans, fmt, self._abort)
+        gen = Generation(rid, prompt_len, plans, fmt, self._abort, firsts)
         if self._task is None:
             if self._closed:
                 raise GatewayError(503, "the engine is shut down", code="shutting_down")
             await self.start()
         now = self._clock()
-        hashes = block_hashes(ids, self._block_size)
         added: list[str] = []
         try:
-            for index, (sub, plan) in enumerate(zip(gen.sub_ids, plans, strict=True)):
-                self.engine.add(EngineRequest(sub, prompt_len, len(plan.pieces), hashes, now), now)
+            for index, (sub, plan, (own_len, hashes)) in enumerate(
+                    zip(gen.sub_ids, plans, shapes, strict=True)):
+                self.engine.add(EngineRequest(sub, own_len, len(plan.pieces), hashes, now), now)
                 added.append(sub)
                 self._lives[sub] = _Live(gen, index, now)
         except ValueError as exc:

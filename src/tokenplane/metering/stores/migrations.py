@@ -357,10 +357,15 @@ def _v10(dialect: int) -> tuple[str, ...]:
 
 # v11: the dialects (docs/MESSAGES.md): of cache_write_tokens, those written to a
 # 1-hour prompt cache (priced apart from 5-minute writes), and the client that sent the
-# request (its User-Agent's product: claude-cli, anthropic-python, openai-python, ...).
+# request (its User-Agent's product: claude-cli, anthropic-python, openai-python, ...);
+# and client_rollups, the traffic per day by operation (dialect) and client.
 _EVENT_COLUMNS_V11: tuple[tuple[str, str], ...] = (
     ("cache_write_1h_tokens", "int0"),
     ("client", "text?"),
+)
+_CLIENT_MEASURES_V11: tuple[str, ...] = (
+    "requests", "errors", "input_tokens", "cached_input_tokens", "cache_write_tokens",
+    "output_tokens", "cost_micros",
 )
 
 
@@ -369,7 +374,25 @@ def _v11(dialect: int) -> tuple[str, ...]:
         default = " NOT NULL DEFAULT 0" if kind == "int0" else ""
         return (f"ALTER TABLE usage_events ADD COLUMN {name} "
                 f"{_T['int' if kind == 'int0' else kind][dialect]}{default}")
-    return tuple(col(n, k) for n, k in _EVENT_COLUMNS_V11)
+    integer = _T["int"][dialect]
+    measures = ",\n  ".join(f"{m} {integer} NOT NULL DEFAULT 0" for m in _CLIENT_MEASURES_V11)
+    return (
+        *(col(n, k) for n, k in _EVENT_COLUMNS_V11),
+        # per day x (tenant, app, operation, client, currency): the traffic of each wire
+        # dialect and client (client "" when the request named none), upserted with the
+        # events like the other rollups; keyed by day first, like advice_rollups
+        f"""CREATE TABLE client_rollups (
+  bucket {integer} NOT NULL,
+  tenant TEXT NOT NULL,
+  app TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  client TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  {measures},
+  PRIMARY KEY (bucket, tenant, app, operation, client, currency)
+)""",
+        "CREATE INDEX client_rollups_tenant ON client_rollups (tenant, bucket)",
+    )
 
 
 def _v12(dialect: int) -> tuple[str, ...]:

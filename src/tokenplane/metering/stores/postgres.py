@@ -22,6 +22,12 @@ from tokenplane.metering.advice_rollups import (
     advice_rows,
     upsert_advice_sql,
 )
+from tokenplane.metering.client_rollups import (
+    CLIENT_KEY,
+    CLIENT_MEASURES,
+    client_rows,
+    upsert_clients_sql,
+)
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.rollups import (
     DIMENSIONS,
@@ -71,6 +77,10 @@ _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(
 _UPSERT_ADVICE = upsert_advice_sql(
     lambda i: f"${i + 1}",
     _unnest(["bigint", *["text"] * (len(ADVICE_KEY) - 1), *["bigint"] * len(ADVICE_MEASURES)]),
+)
+_UPSERT_CLIENTS = upsert_clients_sql(
+    lambda i: f"${i + 1}",
+    _unnest(["bigint", *["text"] * (len(CLIENT_KEY) - 1), *["bigint"] * len(CLIENT_MEASURES)]),
 )
 
 _UPSERT_SESSIONS = upsert_sessions_sql(
@@ -212,6 +222,7 @@ class PostgresSink:
             if sessions:
                 await con.execute(_UPSERT_SESSIONS, *_columns(sessions))
             await con.execute(_UPSERT_ADVICE, *_columns(advice_rows(inserted)))
+            await con.execute(_UPSERT_CLIENTS, *_columns(client_rows(inserted)))
             return len(inserted)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

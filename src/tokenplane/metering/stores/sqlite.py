@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tokenplane.metering.advice_rollups import advice_rows, upsert_advice_sql
+from tokenplane.metering.client_rollups import client_rows, upsert_clients_sql
 from tokenplane.metering.events import EVENT_COLUMNS, UsageEvent
 from tokenplane.metering.rollups import (
     fingerprint_rows,
@@ -40,6 +41,7 @@ _UPSERT_FINGERPRINTS = upsert_fingerprints_sql(lambda _: "?")
 _UPSERT_VERSIONS = upsert_version_rollups_sql(lambda _: "?")
 _UPSERT_SESSIONS = upsert_sessions_sql(lambda _: "?")
 _UPSERT_ADVICE = upsert_advice_sql(lambda _: "?")
+_UPSERT_CLIENTS = upsert_clients_sql(lambda _: "?")
 
 
 def _enable_wal(con: sqlite3.Connection, timeout_s: float) -> None:
@@ -163,6 +165,7 @@ class SqliteSink:
                 if sessions:
                     cur.executemany(_UPSERT_SESSIONS, sessions)
                 cur.executemany(_UPSERT_ADVICE, advice_rows(inserted))
+                cur.executemany(_UPSERT_CLIENTS, client_rows(inserted))
             cur.execute("COMMIT")
         except BaseException:
             if self.con.in_transaction:
