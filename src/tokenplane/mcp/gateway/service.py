@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from redis.exceptions import RedisError
 
 from tokenplane.auth.principal import Principal
 from tokenplane.governance.guard_policy import GuardPolicies
@@ -128,14 +129,18 @@ class McpService:
             return Reply(200, jsonrpc.result(rid, value))
         except RpcError as err:
             return Reply(err.status, err.body(rid))
+        except (RedisError, OSError) as exc:
+            return _store_down(exc, rid)
 
     async def delete(self, caller: Caller) -> Reply:
         try:
             await self._session(caller)
+            assert caller.session_id is not None
+            await self.sessions.delete(caller.session_id)
         except RpcError as err:
             return Reply(err.status, err.body(None))
-        assert caller.session_id is not None
-        await self.sessions.delete(caller.session_id)
+        except (RedisError, OSError) as exc:
+            return _store_down(exc, None)
         return Reply(200)
 
     # --- sessions ---------------------------------------------------------------------
@@ -448,6 +453,14 @@ class McpService:
         entry.status = 200 if entry.decision == "allow" else 403
         if self.audit is not None:
             self.audit(entry, self.clock())
+
+
+def _store_down(exc: BaseException, rid: jsonrpc.Id) -> Reply:
+    """The session store failed (Redis down): the gateway's fault, said in JSON-RPC."""
+    log.warning("mcp: the session store failed: %s", exc)
+    err = RpcError(jsonrpc.INTERNAL_ERROR, "The gateway's session store is unavailable; "
+                   "retry shortly", status=503)
+    return Reply(503, err.body(rid), {"retry-after": "1"})
 
 
 _LIST_OF = {"tools/call": "tools/list", "prompts/get": "prompts/list",
