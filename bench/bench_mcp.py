@@ -358,7 +358,8 @@ def bench_service(calls: int = 3000, governance: bool = True) -> dict[str, Any]:
     from tokenplane.config.mcp_schema import McpConfig
     from tokenplane.governance.guard_policy import GuardPolicies
     from tokenplane.mcp.gateway.metrics import McpMetrics
-    from tokenplane.mcp.gateway.service import Accounting, Caller, McpService
+    from tokenplane.mcp.gateway.result_guard import Accounting
+    from tokenplane.mcp.gateway.service import Caller, McpService
     from tokenplane.mcp.gateway.sessions import MemorySessions
     from tokenplane.mcp.policy import McpPolicy
     from tokenplane.tokens.registry import TokenizerRegistry

@@ -36,9 +36,9 @@ from pydantic import BaseModel
 
 from tests.discovery.serve_example import test_serves_discovery  # noqa: F401
 from tests.examples_support import HttpStub, stop_process
-from tests.mcp.serve_example import test_serves_mcp  # noqa: F401
 from tests.gateway.harness import GatewayThread, free_port
 from tests.gateway.sim_process import start_sim
+from tests.mcp.serve_example import test_serves_mcp  # noqa: F401
 from tests.services import (
     PG_DSN,
     REDIS_URL,

@@ -11,7 +11,8 @@ from tests.gateway.harness import free_port
 from tokenplane.auth.principal import Principal
 from tokenplane.config.mcp_schema import McpConfig
 from tokenplane.mcp.gateway.metrics import McpMetrics
-from tokenplane.mcp.gateway.service import Accounting, Caller, McpService
+from tokenplane.mcp.gateway.result_guard import Accounting
+from tokenplane.mcp.gateway.service import Caller, McpService
 from tokenplane.mcp.gateway.sessions import RedisSessions
 from tokenplane.mcp.gateway.upstream import HttpUpstream
 from tokenplane.mcp.policy import McpPolicy
