@@ -9,7 +9,12 @@ server directly, and how long filtering ``tools/list`` takes.
    0.5 s); the same load goes to the server directly and through the gateway, a pair
    of runs per round, their order alternating (ABBA). Per round: p50 and p99 of each;
    added = gateway minus direct, per round; figures are medians over rounds. The
-   gateway process's CPU per call is measured too (``/proc``).
+   gateway process's CPU per call is measured too (``/proc``), and pings through the
+   gateway (its transport and session without a server). Then the same load *mixed*:
+   each session holds a session with the server and one through the gateway and
+   alternates its calls between them, so that both series are taken in the same
+   instants (on a shared, noisy machine the separate runs' load differs; the mixed
+   run's does not): ``mixed_added_*`` is the robust figure.
 2. **The gateway's own work** (``service``): ``McpService.post`` on a ``tools/call``
    with an upstream in the process: what the gateway's logic costs, without the
    transport (with governance: injection screen and audit record; without).
@@ -129,6 +134,53 @@ async def load(url: str, key: str | None, name: str, seconds: float, rate: float
             "p99_ms": 1e3 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
+async def load_mixed(upstream: str, url: str, key: str, seconds: float, rate: float
+                     ) -> dict[str, dict[str, float]]:
+    """``SESSIONS`` sessions, each holding one session with the server and one through
+    the gateway and sending its calls to them in turn: both series are taken in the same
+    instants, under the same load of the machine."""
+    gw_headers = {**HEAD, "authorization": f"Bearer {key}"}
+    lat: dict[str, list[float]] = {"direct": [], "gateway": []}
+    errors = {"direct": 0, "gateway": 0}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        pairs = [(await open_session(http, upstream, HEAD),
+                  await open_session(http, url, gw_headers)) for _ in range(SESSIONS)]
+        gap = SESSIONS / rate
+
+        async def session(i: int, direct_sid: str, gw_sid: str) -> None:
+            start = time.monotonic() + gap * i / SESSIONS
+            n = 0
+            while True:
+                at = start + n * gap
+                if at >= start + seconds:
+                    return
+                await asyncio.sleep(max(0.0, at - time.monotonic()))
+                n += 1
+                which = "direct" if (n + i) % 2 else "gateway"
+                target, name = (upstream, "echo") if which == "direct" else (url, "crm__echo")
+                h = {**(HEAD if which == "direct" else gw_headers),
+                     "mcp-session-id": direct_sid if which == "direct" else gw_sid,
+                     "mcp-protocol-version": "2025-11-25"}
+                body = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                     "params": {"name": name,
+                                                "arguments": {"text": f"hello {i} {n}"}}})
+                t0 = time.perf_counter()
+                async with http.post(target, data=body, headers=h) as r:
+                    raw = await r.read()
+                lat[which].append(time.perf_counter() - t0)
+                if r.status != 200 or b'"result"' not in raw:
+                    errors[which] += 1
+
+        await asyncio.gather(*(session(i, d, g) for i, (d, g) in enumerate(pairs)))
+    out = {}
+    for which, xs in lat.items():
+        xs.sort()
+        out[which] = {"calls": len(xs), "errors": errors[which],
+                      "p50_ms": 1e3 * xs[len(xs) // 2],
+                      "p99_ms": 1e3 * xs[min(len(xs) - 1, int(len(xs) * 0.99))]}
+    return out
+
+
 def start_gateway(tmp: Path, upstream: str, lean: bool
                   ) -> tuple[subprocess.Popen[bytes], str, str]:
     from tokenplane.meta.keystore import KeyStore
@@ -184,12 +236,19 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
                 through["gateway_cpu_ms_per_call"] = round(
                     1e3 * (cpu1 - cpu0) / max(1, through["calls"]), 4)
                 through["load_1m"] = os.getloadavg()[0]
+                # both at once, call by call in turn: the same instants, the same load
+                mixed = await load_mixed(upstream, url, key, args.seconds, args.rate)
                 # the same load of pings: the transport and session without a server
                 cpu0 = cpu_seconds(gw.pid)
                 ping = await load(url, key, "ping", args.seconds, args.rate)
                 ping["gateway_cpu_ms_per_call"] = round(
                     1e3 * (cpu_seconds(gw.pid) - cpu0) / max(1, ping["calls"]), 4)
                 rounds.append({"direct": direct, "gateway": through, "gateway_ping": ping,
+                               "mixed": mixed,
+                               "mixed_added_p50_ms": mixed["gateway"]["p50_ms"]
+                               - mixed["direct"]["p50_ms"],
+                               "mixed_added_p99_ms": mixed["gateway"]["p99_ms"]
+                               - mixed["direct"]["p99_ms"],
                                "added_p50_ms": through["p50_ms"] - direct["p50_ms"],
                                "added_p99_ms": through["p99_ms"] - direct["p99_ms"]})
         finally:
@@ -217,6 +276,12 @@ async def bench_calls(args: argparse.Namespace) -> dict[str, Any]:
                        "added_p50_ms": med(("added_p50_ms",)),
                        "gateway_cpu_ms_per_call": med(("gateway", "gateway_cpu_ms_per_call")),
                        "ping_p50_ms": med(("gateway_ping", "p50_ms")),
+                       "mixed_direct_p50_ms": med(("mixed", "direct", "p50_ms")),
+                       "mixed_gateway_p50_ms": med(("mixed", "gateway", "p50_ms")),
+                       "mixed_direct_p99_ms": med(("mixed", "direct", "p99_ms")),
+                       "mixed_gateway_p99_ms": med(("mixed", "gateway", "p99_ms")),
+                       "mixed_added_p50_ms": med(("mixed_added_p50_ms",)),
+                       "mixed_added_p99_ms": med(("mixed_added_p99_ms",)),
                        "ping_cpu_ms_per_call": med(("gateway_ping", "gateway_cpu_ms_per_call")),
                        "added_p99_ms": med(("added_p99_ms",))}}
 
@@ -293,7 +358,8 @@ def bench_service(calls: int = 3000, governance: bool = True) -> dict[str, Any]:
     from tokenplane.config.mcp_schema import McpConfig
     from tokenplane.governance.guard_policy import GuardPolicies
     from tokenplane.mcp.gateway.metrics import McpMetrics
-    from tokenplane.mcp.gateway.service import Accounting, Caller, McpService
+    from tokenplane.mcp.gateway.result_guard import Accounting
+    from tokenplane.mcp.gateway.service import Caller, McpService
     from tokenplane.mcp.gateway.sessions import MemorySessions
     from tokenplane.mcp.policy import McpPolicy
     from tokenplane.tokens.registry import TokenizerRegistry

@@ -159,3 +159,39 @@ def test_truncation_is_exact_to_the_token() -> None:
     small = truncate({"content": [{"type": "text", "text": "hi"}]}, 100, tok, tok.count)
     assert not small.truncated and small.tokens_after == small.tokens_before
     assert result_texts({"structuredContent": {"a": 1}}) == ['{"a":1}']
+
+
+def test_tool_costs_link_each_step_to_the_latest_call_before_it() -> None:
+    from tokenplane.mcp.links import tool_costs
+    from tokenplane.sessions.tool_links import forwarded_digests, message_digests
+
+    d = forwarded_digests(["result A"])
+    assert message_digests([{"role": "tool", "content": " result A\n"}]) == tuple(d)
+
+    def call(rid: str, ts: float, tokens: int, digests: list[str]) -> dict[str, Any]:
+        return {"kind": "mcp", "method": "tools/call", "decision": "allow", "tenant": "t",
+                "server": "fs", "name": "read", "request_id": rid, "ts": ts,
+                "tokens": {"result": tokens}, "result_digests": digests}
+
+    records = [
+        call("c1", 1.0, 10, d), call("c2", 5.0, 10, d),  # the same result twice
+        call("c3", 2.0, 99, ["other"]),
+        {"kind": "mcp", "method": "tools/call", "decision": "deny_argument", "tenant": "t",
+         "server": "fs", "name": "read", "ts": 2.5, "result_digests": d},
+        {"kind": "request", "tenant": "t", "request_id": "s2", "session": {
+            "id": "S", "step": 2, "tool_results": d}},
+        {"kind": "request", "tenant": "t", "request_id": "s3", "session": {
+            "id": "S", "step": 3, "tool_results": d}},
+        {"kind": "request", "tenant": "u", "request_id": "s3", "session": {
+            "id": "S", "step": 3, "tool_results": ["other"]}},  # another tenant's
+    ]
+    steps = [{"request_id": "s1", "session_step": 1, "arrival_ts": 0.5, "input_tokens": 50},
+             {"request_id": "s2", "session_step": 2, "arrival_ts": 3.0, "input_tokens": 70},
+             {"request_id": "s2", "session_step": 2, "arrival_ts": 3.1, "input_tokens": 70},
+             {"request_id": "s3", "session_step": 3, "arrival_ts": 6.0, "input_tokens": 80}]
+    out = tool_costs("S", "t", steps, records)
+    assert out["input_tokens"] == 200  # the retried attempt counted once
+    assert [(c["call_request_id"], c["first_step"], c["steps_carrying"])
+            for c in out["calls"]] == [("c1", 2, 1), ("c2", 3, 1)]
+    assert out["tools"] == [{"tool": "fs__read", "calls": 2, "result_tokens": 20,
+                             "carried_tokens": 20, "share_of_input": 0.1}]

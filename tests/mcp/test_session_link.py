@@ -67,3 +67,14 @@ async def test_waterfall_links_the_call_to_the_steps_that_carry_its_result(
                     "carried_tokens": 2 * tokens,
                     "share_of_input": round(2 * tokens / report["total"]["input_tokens"], 4)}
     assert costs["input_tokens"] == report["total"]["input_tokens"]
+    # the console's session page shows it
+    base = f"http://127.0.0.1:{gw.port}"
+    with httpx.Client(base_url=base, timeout=30) as h:
+        form = h.get("/console/login")
+        csrf = form.text.split('name="csrf" value="')[1].split('"')[0]
+        assert h.post("/console/login", data={"key": key, "csrf": csrf},
+                      headers={"origin": base}).status_code == 303
+        page = h.get("/console/sessions", params={"id": SID}).text
+    row = page.split('<tr data-tool="crm__lookup">')[1].split("</tr>")[0]
+    assert f'data-col="carried_tokens">{2 * tokens}</td>' in row
+    assert f'{100 * tool["share_of_input"]:.1f}%' in row

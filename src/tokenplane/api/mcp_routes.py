@@ -11,6 +11,8 @@ envelope. Served by the aiohttp app behind the front (not an inference route).""
 
 from __future__ import annotations
 
+import logging
+
 import orjson
 from aiohttp import web
 
@@ -20,6 +22,7 @@ from tokenplane.mcp import jsonrpc
 from tokenplane.mcp.gateway.service import SESSION_HEADER, Caller, McpService, Reply
 from tokenplane.meta.keystore import KeyStore
 
+log = logging.getLogger("tokenplane.mcp")
 UNAUTHORIZED = -32001
 JSON = "application/json"
 
@@ -40,7 +43,12 @@ class McpRoutes:
         if isinstance(caller, web.Response):
             return caller
         body = await _read(request, self.service.max_bytes)
-        return _answer(await self.service.post(caller, body))
+        try:
+            return _answer(await self.service.post(caller, body))
+        except Exception:  # a bug: still a JSON-RPC answer, and logged
+            log.exception("mcp: internal error on %s", request.path)
+            err = jsonrpc.RpcError(jsonrpc.INTERNAL_ERROR, "Internal error", status=500)
+            return _answer(Reply(500, err.body(None)))
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         caller = self._caller(request)

@@ -12,7 +12,8 @@ from tokenplane.governance.audit.service import AuditService
 from tokenplane.governance.guard_policy import GuardPolicies
 from tokenplane.mcp.gateway.metrics import McpMetrics
 from tokenplane.mcp.gateway.rates import LocalRates, RateStore, RedisRates
-from tokenplane.mcp.gateway.service import Accounting, McpService
+from tokenplane.mcp.gateway.result_guard import Accounting
+from tokenplane.mcp.gateway.service import McpService
 from tokenplane.mcp.gateway.sessions import MemorySessions, RedisSessions, SessionStore
 from tokenplane.mcp.gateway.upstream import HttpUpstream, StdioUpstream, Upstream
 from tokenplane.mcp.policy import McpPolicy

@@ -13,20 +13,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from redis.exceptions import RedisError
 
 from tokenplane.auth.principal import Principal
 from tokenplane.governance.guard_policy import GuardPolicies
-from tokenplane.governance.injection.screen import InjectionAction, InjectionBlocked, screen
 from tokenplane.mcp import jsonrpc
 from tokenplane.mcp.gateway.audit import McpAuditEntry
 from tokenplane.mcp.gateway.catalog import Catalog
 from tokenplane.mcp.gateway.metrics import McpMetrics
 from tokenplane.mcp.gateway.rates import LocalRates, RateStore
+from tokenplane.mcp.gateway.result_guard import Accounting, ResultGuard
 from tokenplane.mcp.gateway.sessions import McpSession, SessionStore, new_session_id
 from tokenplane.mcp.gateway.upstream import Upstream, UpstreamError
 from tokenplane.mcp.jsonrpc import Message, RpcError
@@ -34,9 +35,8 @@ from tokenplane.mcp.limits import InFlight, RateRule
 from tokenplane.mcp.listing import LISTS, visible_items
 from tokenplane.mcp.names import qualify, split, split_uri
 from tokenplane.mcp.policy import CONFIRM_META, McpPolicy, Permissions
-from tokenplane.mcp.results import read_texts, result_texts, truncate
-from tokenplane.sessions.tool_links import forwarded_digests, result_digest
-from tokenplane.tokens.base import Tokenizer
+from tokenplane.mcp.results import read_texts
+from tokenplane.sessions.tool_links import result_digest
 
 log = logging.getLogger("tokenplane.mcp")
 SESSION_HEADER = "mcp-session-id"
@@ -65,16 +65,6 @@ class Caller:
     request_id: str = ""
 
 
-@dataclass
-class Accounting:
-    """What counts a result's tokens: the model alias a tenant's results are counted
-    for, and that alias's tokenizer."""
-
-    default_model: Callable[[str], str | None]  # tenant -> alias
-    allowed: Callable[[str, str], bool]  # (tenant, alias) -> may use it
-    tokenizer: Callable[[str], Tokenizer]
-
-
 class McpService:
     def __init__(self, policy: McpPolicy, upstreams: dict[str, Upstream],
                  sessions: SessionStore, accounting: Accounting, metrics: McpMetrics,
@@ -88,6 +78,7 @@ class McpService:
         self.accounting = accounting
         self.metrics = metrics
         self.guards = guards
+        self.results = ResultGuard(policy, accounting, metrics, guards, self._labels)
         self.audit = audit
         self.clock = clock
         self.catalog = Catalog(upstreams, policy.config.list_ttl_s)
@@ -128,14 +119,18 @@ class McpService:
             return Reply(200, jsonrpc.result(rid, value))
         except RpcError as err:
             return Reply(err.status, err.body(rid))
+        except (RedisError, OSError) as exc:
+            return _store_down(exc, rid)
 
     async def delete(self, caller: Caller) -> Reply:
         try:
             await self._session(caller)
+            assert caller.session_id is not None
+            await self.sessions.delete(caller.session_id)
         except RpcError as err:
             return Reply(err.status, err.body(None))
-        assert caller.session_id is not None
-        await self.sessions.delete(caller.session_id)
+        except (RedisError, OSError) as exc:
+            return _store_down(exc, None)
         return Reply(200)
 
     # --- sessions ---------------------------------------------------------------------
@@ -249,7 +244,7 @@ class McpService:
         entry = self._entry(caller, method, server, name, "allow")
         entry.latency_ms = (time.perf_counter() - started) * 1000
         entry.content = {"params": msg.params.get("arguments"), "result": texts}
-        self._screen(caller, texts, entry)
+        self.results.screen(caller.principal, texts, entry)
         self._finish(caller, entry, server, name)
         return result
 
@@ -312,8 +307,8 @@ class McpService:
                 entry.latency_ms = (time.perf_counter() - started) * 1000
                 if settings.max_concurrent is not None:
                     self.inflight.leave(qualified)
-            return self._result(caller, session, entry, server, tool, result,
-                                settings.max_result_tokens, settings.overflow)
+            return self.results.result(caller.principal, session, entry, result,
+                                       settings.max_result_tokens, settings.overflow)
         finally:
             self._finish(caller, entry, server, tool)
 
@@ -337,74 +332,6 @@ class McpService:
             self._finish(caller, entry, *qualified.split("__", 1))
             raise RpcError(jsonrpc.RATE_LIMITED, reason,
                            {"reason": reason, "decision": "concurrency_limited"})
-
-    def _result(self, caller: Caller, session: McpSession, entry: McpAuditEntry,
-                server: str, tool: str, result: Any, limit: int | None,
-                overflow: str) -> Any:
-        entry.result_bytes = len(orjson.dumps(result))
-        texts = result_texts(result)
-        entry.content = {**(entry.content or {}), "result": texts}
-        self._screen(caller, texts, entry)
-        entry.result_digests = forwarded_digests(texts)
-        model = self.model_for(caller.principal, session)
-        if model is None or not isinstance(result, dict):
-            return result
-        tokenizer = self.accounting.tokenizer(model)
-        entry.model = model
-        count = tokenizer.count
-        if limit is not None:
-            cut = truncate(result, limit, tokenizer, count)
-            entry.tokens = {"result": cut.tokens_after, "upstream": cut.tokens_before}
-            if cut.truncated:
-                if overflow == "refuse":
-                    reason = (f"{qualify(server, tool)}: the result has {cut.tokens_before} "
-                              f"tokens, over max_result_tokens {limit}")
-                    entry.decision, entry.reason = "result_refused", reason
-                    entry.tokens["result"] = 0
-                    raise RpcError(jsonrpc.RESULT_TOO_LARGE, reason,
-                                   {"reason": reason, "decision": "result_refused",
-                                    "limit": limit,
-                                    "tokens": cut.tokens_before})
-                entry.flags.append("truncated")
-                entry.result_digests = forwarded_digests(result_texts(cut.result))
-                self.metrics.truncated_tokens.labels(server, tool, caller.principal.tenant) \
-                    .inc(cut.tokens_before - cut.tokens_after)
-                return cut.result
-            return result
-        entry.tokens = {"result": sum(count(t) for t in texts)}
-        return result
-
-    def _screen(self, caller: Caller, texts: list[str], entry: McpAuditEntry) -> None:
-        if self.guards is None or not texts:
-            return
-        p = caller.principal
-        policy = self.guards.for_principal(p.tenant, p.app).injection
-        if policy is None:
-            return
-        try:
-            found = screen(((t, "tool") for t in texts), self.guards.detector, policy)
-        except InjectionBlocked as exc:
-            reason = (f"the result of {entry.server}__{entry.name} was withheld: it looks "
-                      f"like a prompt injection (score {exc.verdict.score:.2f})")
-            entry.decision, entry.reason, entry.verdict = "injection_blocked", reason, "block"
-            entry.verdicts = {"injection": {"score": exc.verdict.score,
-                                            "labels": list(exc.verdict.labels)}}
-            raise RpcError(jsonrpc.DENIED, reason, {"reason": reason,
-                                                    "decision": "injection_blocked"}) from None
-        if found.action is not InjectionAction.NONE:
-            entry.verdicts = {"injection": {"score": found.verdict.score,
-                                            "action": str(found.action)}}
-            if found.action is InjectionAction.FLAG:
-                entry.flags.append("injection")
-                entry.verdict = "flag"
-
-    def model_for(self, p: Principal, session: McpSession) -> str | None:
-        if session.model is not None:
-            return session.model
-        configured = self.policy.config.accounting_model
-        if configured is not None and self.accounting.allowed(p.tenant, configured):
-            return configured
-        return self.accounting.default_model(p.tenant)
 
     # --- records ----------------------------------------------------------------------
 
@@ -450,6 +377,14 @@ class McpService:
             self.audit(entry, self.clock())
 
 
+def _store_down(exc: BaseException, rid: jsonrpc.Id) -> Reply:
+    """The session store failed (Redis down): the gateway's fault, said in JSON-RPC."""
+    log.warning("mcp: the session store failed: %s", exc)
+    err = RpcError(jsonrpc.INTERNAL_ERROR, "The gateway's session store is unavailable; "
+                   "retry shortly", status=503)
+    return Reply(503, err.body(rid), {"retry-after": "1"})
+
+
 _LIST_OF = {"tools/call": "tools/list", "prompts/get": "prompts/list",
             "resources/read": "resources/list"}
 
@@ -463,8 +398,3 @@ def _relayed(err: RpcError | UpstreamError) -> RpcError:
     return RpcError(code if isinstance(code, int) else jsonrpc.INTERNAL_ERROR,
                     str(e.get("message") or "upstream error"),
                     e.get("data") if isinstance(e.get("data"), dict) else None)
-
-
-def header_model(headers: Mapping[str, str]) -> str | None:
-    value = headers.get("x-tokenplane-model")
-    return value.strip() or None if value is not None else None
