@@ -55,7 +55,7 @@ def test_a_pack_flood_does_not_hold_other_tenants(tmp_path: Path) -> None:
     cfg = {"models": [{"alias": MODEL, "tokenizer": "cl100k_base", "context_window": 131072,
                        "backends": [{"id": "sim", "type": "sim", "profile": "instant"}]}],
            "tenants": [{"name": "victim"}, {"name": "attacker"}],
-           "server": {"max_body_bytes": 8_000_000},
+           "server": {"max_body_bytes": 8_000_000}, "context": {"max_characters": 4_000_000},
            "governance": {"enabled": False}, "observe": {"access_log": {"enabled": False}}}
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(cfg))

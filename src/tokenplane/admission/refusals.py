@@ -7,7 +7,7 @@ again, and the pace of bytes a key may spend on requests refused for their size.
   or packed. The store told that wait; a refund in between (a request released
   before it ran) could make room earlier, so the memo may refuse for at most that
   wait what the store would have let through: it never lets through what the store
-  would refuse.
+  would refuse. A change of the limits (a rate raised or removed) clears it.
 * :class:`BytePace`: a token bucket of body bytes per key. Only bodies refused for
   their size (``context_length_exceeded``) are debited; a key that runs it dry is
   refused (429 ``rate_limit_exceeded``) until it has refilled to zero.
@@ -57,6 +57,10 @@ class RefusalMemo:
                 continue
             return replace(denial, retry_after_s=until - now, remaining=0)
         return None
+
+    def clear(self) -> None:
+        """Forgets every refusal (the limits changed: a rate raised or removed)."""
+        self._until.clear()
 
     def __len__(self) -> int:
         return len(self._until)

@@ -98,6 +98,9 @@ class AdmissionService:
         """Pick up limits another process changed (a stat or two, at most every
         ``limits_reload_s``)."""
         self.limits.refresh()
+        if self.admission.table is not self.limits.table:
+            # the limits changed: a remembered refusal may no longer hold
+            self.refusals.clear()
         self.admission.table = self.limits.table
 
     def note_store_health(self) -> None:

@@ -67,6 +67,7 @@ class SideAdmission:
         svc = self.svc
         if not svc.cfg.enabled:
             return
+        svc.refresh()  # limits changed meanwhile: what was remembered is forgotten
         now = time.time()
         denial = svc.refusals.refused(svc.scopes(p, None), now)
         if denial is not None:
