@@ -88,3 +88,13 @@ def test_readable_rows() -> None:
     text = table(many)
     assert max(len(ln) for ln in text.splitlines()) <= 100
     assert "(--wide for" in text and "column_19" in text.split("(--wide for", 1)[1]
+
+
+def test_durations_and_times_read_as_words() -> None:
+    from tokenplane.timefmt import duration, utc_minute
+
+    assert [duration(s) for s in (0, 0.25, 45, 600, 3600, 19_200, 2 * 86400, 2_099_784,
+                                  302_400)] == [
+        "0 s", "250 ms", "45 s", "10 min", "1 h", "5 h 20 min", "2 days", "24 days",
+        "3 days 12 h"]
+    assert utc_minute(1_798_761_600) == "2027-01-01 00:00 UTC"
