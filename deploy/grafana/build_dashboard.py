@@ -31,11 +31,14 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]]]]]] = [
              "{{model}}")]),
     ]),
     ("Requests and latency", [
+        ("Requests per second by outcome", "reqps", "timeseries", [
+            (f"sum by (outcome) (rate(tokenplane_requests_total{{{SEL}}}[{RATE}]))",
+             "{{outcome}}")]),
         ("Requests per second by status", "reqps", "timeseries", [
             (f"sum by (code) (rate(tokenplane_requests_total{{{SEL}}}[{RATE}]))",
              "{{code}}")]),
-        ("Admission refusals (429) by tenant", "reqps", "timeseries", [
-            (f'sum by (tenant) (rate(tokenplane_requests_total{{{SEL}, code="429"}}'
+        ("Refused by a limit or budget, by tenant", "reqps", "timeseries", [
+            (f'sum by (tenant) (rate(tokenplane_requests_total{{{SEL}, outcome="limited"}}'
              f"[{RATE}]))", "{{tenant}}")]),
         ("Request duration by model", "s", "timeseries", [
             (f"histogram_quantile({q}, sum by (le, model) (rate("

@@ -88,3 +88,34 @@ def test_readable_rows() -> None:
     text = table(many)
     assert max(len(ln) for ln in text.splitlines()) <= 100
     assert "(--wide for" in text and "column_19" in text.split("(--wide for", 1)[1]
+
+
+def test_durations_and_times_read_as_words() -> None:
+    from tokenplane.timefmt import duration, utc_minute
+
+    assert [duration(s) for s in (0, 0.25, 45, 600, 3600, 19_200, 2 * 86400, 2_099_784,
+                                  302_400)] == [
+        "0 s", "250 ms", "45 s", "10 min", "1 h", "5 h 20 min", "2 days", "24 days",
+        "3 days 12 h"]
+    assert utc_minute(1_798_761_600) == "2027-01-01 00:00 UTC"
+
+
+def test_top_models_leave_out_requests_that_named_no_model(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    home.mkdir()
+    events = [make_event(i, model="unknown" if i % 2 else "gpt-x", status="error"
+                         if i % 2 else "ok", http_status=404 if i % 2 else 200)
+              for i in range(6)]
+
+    async def write() -> None:
+        sink = await open_sink(home / "ledger.db")
+        try:
+            await sink.write(events)
+        finally:
+            await sink.close()
+
+    asyncio.run(write())
+    rows = json.loads(_run(home, "usage", "top", "--by", "model", "--format", "json"))
+    assert [r["model"] for r in rows] == ["gpt-x"]
+    every = json.loads(_run(home, "usage", "--by", "tenant", "--format", "json"))
+    assert sum(r["client_errors"] for r in every) == 3  # counted there instead

@@ -46,9 +46,29 @@ def expected_rollups(events: list[dict[str, Any]]) -> dict[tuple[Any, ...], list
                     acc[i] += 0 if ran else int(ev["estimated_input_tokens"])
                 elif m == "estimated_input_tokens":
                     acc[i] += int(ev[m]) if ran else 0
+                elif m in _KINDS:  # each request that did not end ok, once (issue 31)
+                    acc[i] += int(_kind(ev, ran) == m)
                 else:
                     acc[i] += int(ev[m])
     return dict(out)
+
+
+_KINDS = ("limited", "client_errors", "failures", "cancelled")
+
+
+def _kind(ev: dict[str, Any], ran: bool) -> str | None:
+    """What became of a request that did not end ok, read independently of the code
+    under test: the gateway's own 429 is a limit's refusal, any other 4xx the
+    client's mistake, a 499 or a cancelled status the client leaving, the rest a
+    failure."""
+    status, code = ev["status"], int(ev["http_status"])
+    if status == "ok":
+        return None
+    if status == "cancelled" or code == 499:
+        return "cancelled"
+    if code == 429:
+        return "failures" if ran else "limited"
+    return "client_errors" if 400 <= code < 500 else "failures"
 
 
 def actual_rollups(rollups: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[int]]:

@@ -19,8 +19,6 @@ USAGE_SUMS = ("requests", "errors", "refused", "input_tokens", "cached_input_tok
               "output_tokens", *(f"input_{s}" for s in SOURCES), "cost_micros", *OUTCOMES)
 VERSION_SUMS = ("requests", "errors", "input_tokens", "output_tokens", "cost_micros",
                 "timed", *LATENCY_PARTS)
-# the alias the ledger records for a request that never named a model it could serve
-UNRESOLVED_MODEL = "unknown"
 GROUPS = ("tenant", "department", "app", "key_id", "model", "model_version", "bucket",
           "currency")
 

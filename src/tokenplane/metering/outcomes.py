@@ -7,6 +7,10 @@ from __future__ import annotations
 
 OUTCOMES: tuple[str, ...] = ("limited", "client_errors", "failures", "cancelled")
 
+# the model the ledger records for a request that never named one it could serve (a
+# client error): never a row of "top models", whose requests the client errors count
+UNRESOLVED_MODEL = "unknown"
+
 # what each is called where a person reads it
 OUTCOME_LABELS: dict[str, str] = {
     "limited": "refused by a limit or budget (429)",

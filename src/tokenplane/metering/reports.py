@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from tokenplane.csv_cells import safe_cell
+from tokenplane.metering.outcomes import UNRESOLVED_MODEL
 from tokenplane.metering.rollups import GRAINS, MEASURES
 from tokenplane.metering.stores.base import LedgerSink
 
@@ -201,6 +202,8 @@ async def top_consumers(
     if order not in ("cost", "tokens"):
         raise ValueError("order must be 'cost' or 'tokens'")
     rows = await usage_report(sink, [dimension], since, until, tenant)
+    if dimension == "model":  # requests that named no servable model are client errors
+        rows = [r for r in rows if r["model"] != UNRESOLVED_MODEL]
     field = "cost_micros" if order == "cost" else "total_tokens"
     rows.sort(key=lambda r: (-int(r[field]), str(r[dimension])))
     return rows[:limit]

@@ -18,7 +18,7 @@ from tokenplane.cache.billing import HitCharge
 from tokenplane.config.schema import ModelConfig
 from tokenplane.dialects.usage import Usage
 from tokenplane.metering.events import UsageEvent
-from tokenplane.metering.outcomes import outcome_of
+from tokenplane.metering.outcomes import UNRESOLVED_MODEL, outcome_of
 from tokenplane.observe.meter_series import RequestSeries, SeriesBook
 from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.pipeline.context import RequestContext
@@ -169,7 +169,7 @@ class MeterFinisher:
     async def finish(self, ctx: RequestContext) -> None:
         now = time.time()
         p = ctx.principal
-        alias = ctx.alias or "unknown"
+        alias = ctx.alias or UNRESOLVED_MODEL
         counts = settled_counts(ctx, self.count_text)
         labels = self.metrics.principal_values(p)
         outcome = outcome_of(ctx.status, ctx.http_status, ctx.upstream_start is not None)

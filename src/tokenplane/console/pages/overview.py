@@ -9,15 +9,8 @@ from typing import Any
 
 from tokenplane.console.page import Data, Page
 from tokenplane.console.periods import DAY, HOUR, day_start, label, month_start
-from tokenplane.console.queries import (
-    SOURCES,
-    UNRESOLVED_MODEL,
-    Filter,
-    money,
-    usage,
-    versions,
-)
-from tokenplane.metering.outcomes import OUTCOMES
+from tokenplane.console.queries import SOURCES, Filter, money, usage, versions
+from tokenplane.metering.outcomes import OUTCOMES, UNRESOLVED_MODEL
 from tokenplane.metering.version_rollups import LATENCY_PARTS
 
 LIVE_MINUTES = 15
