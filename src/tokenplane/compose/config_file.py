@@ -7,12 +7,14 @@ imports nothing of tokenplane."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from tokenplane.compose.overrides import OverrideError, apply_overrides
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.routing.profiles import check_profile
 
@@ -214,8 +216,10 @@ def reference_errors(cfg: GatewayConfig) -> list[str]:
     return out
 
 
-def load_config(path: str | Path | None) -> GatewayConfig:
-    """Load ``path`` (YAML) or the embedded default; env overrides apply to both."""
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> GatewayConfig:
+    """Load ``path`` (YAML) or the embedded default; ``overrides`` (``serve --set
+    key=value``, :mod:`compose.overrides`) apply to its data before validation, the
+    environment's after, to both."""
     if path is None:
         data: Any = default_config_dict()
     else:
@@ -227,6 +231,11 @@ def load_config(path: str | Path | None) -> GatewayConfig:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError([f"(file): not valid YAML: {exc}"]) from None
+    if overrides:
+        try:
+            data = apply_overrides(data, overrides)
+        except OverrideError as exc:
+            raise ConfigError([str(exc)]) from None
     cfg = validate_config(data)
     env = os.environ
     if env.get("TOKENPLANE_DATABASE_URL"):

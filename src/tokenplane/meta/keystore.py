@@ -173,6 +173,28 @@ class KeyStore:
             self._watch.invalidate()
         return key, rec
 
+    def create_first_key(self, tenant: str, name: str) -> tuple[str, KeyRecord] | None:
+        """An admin key for ``tenant`` if the store holds no key at all, else None:
+        the check and the insert are one write transaction (``BEGIN IMMEDIATE``), so
+        of several gateways starting at once on this file exactly one creates it."""
+        self.ensure_scope(tenant, None, None)
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        rec = KeyRecord("key_" + secrets.token_hex(6), key[:10], tenant, None, None, name,
+                        True, time.time(), None)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._db.execute(
+                    "INSERT INTO api_keys (id, hash, prefix, tenant, name, admin, created_at)"
+                    " SELECT ?, ?, ?, ?, ?, 1, ? WHERE NOT EXISTS (SELECT 1 FROM api_keys)",
+                    (rec.id, hash_key(key), rec.prefix, tenant, name, rec.created_at))
+                self._db.commit()
+            except BaseException:
+                self._db.rollback()
+                raise
+            self._watch.invalidate()
+        return (key, rec) if cur.rowcount == 1 else None
+
     def revoke(self, key_id: str) -> bool:
         with self._lock, self._db:
             cur = self._db.execute(

@@ -33,6 +33,7 @@ from tokenplane.meta.limit_store import (
 )
 from tokenplane.meta.pg_meta import PgMeta
 
+BOOTSTRAP_LOCK_ID = 7_231_404_552  # the first start's key (pg_meta's migrations: ..551)
 _KEY_COLUMNS = "id, prefix, tenant, department, app, name, admin, created_at, revoked_at, hash"
 _TARGET_WHERE = ("tenant=$1 AND department=$2 AND app=$3 AND key_id=$4 AND end_user=$5 "
                  "AND model=$6")
@@ -101,6 +102,22 @@ class PgKeyStore(KeyStore):
             (rec.id, hash_key(key), rec.prefix, tenant, department, app, name, admin,
              rec.created_at))])
         return key, rec
+
+    def create_first_key(self, tenant: str, name: str) -> tuple[str, KeyRecord] | None:
+        """An admin key if the database holds none: the check and the insert run in one
+        transaction under an advisory lock, so of replicas starting together on one
+        database exactly one creates it (the others' statement, run once the lock is
+        theirs, sees its row)."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        rec = KeyRecord("key_" + secrets.token_hex(6), key[:10], tenant, None, None, name,
+                        True, time.time(), None)
+        counts = self.meta.write([
+            ("SELECT pg_advisory_xact_lock($1)", (BOOTSTRAP_LOCK_ID,)),
+            *self._scope_statements(tenant, None, None),
+            ("INSERT INTO api_keys (id, hash, prefix, tenant, name, admin, created_at)"
+             " SELECT $1, $2, $3, $4, $5, true, $6 WHERE NOT EXISTS (SELECT 1 FROM api_keys)",
+             (rec.id, hash_key(key), rec.prefix, tenant, name, rec.created_at))])
+        return (key, rec) if counts[-1] == 1 else None
 
     def revoke(self, key_id: str) -> bool:
         (count,) = self.meta.write([(
