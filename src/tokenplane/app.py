@@ -18,6 +18,7 @@ from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
+from tokenplane.api.admin_gate import admin_gate
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_usage import AdminUsageRoutes
@@ -328,6 +329,7 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
         paths = set(standard_operations().paths)  # logged by the pipeline's finisher
         middlewares.insert(0, access_log_middleware(gw.access_log, paths))
+    middlewares.append(admin_gate(gw.keys))  # inside the envelope: its 403 is rendered
     app = web.Application(
         middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,

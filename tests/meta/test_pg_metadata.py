@@ -77,7 +77,7 @@ def _admin(gw: GatewayThread, key: str) -> httpx.Client:
 def test_migrations_apply_once(pg_url: str) -> None:
     first, second = PgMeta(pg_url), PgMeta(pg_url)
     try:
-        assert first.fetch("SELECT version FROM meta_migrations") == [(1,)]
+        assert first.fetch("SELECT version FROM meta_migrations ORDER BY version") == [(1,), (2,)]
         assert second.fetch("SELECT count(*) FROM meta_version") == [(1,)]
     finally:
         first.close()

@@ -205,7 +205,8 @@ def _banner(host: str, port: int, workers: int,
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
-        config: Annotated[str | None, typer.Option(help="YAML config (default: embedded).")] = None,
+        config: Annotated[str | None, typer.Option(
+            envvar="TOKENPLANE_CONFIG", help="YAML config (default: embedded).")] = None,
         host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
         port: Annotated[int | None, typer.Option(help="Port to bind.")] = None,
         workers: Annotated[

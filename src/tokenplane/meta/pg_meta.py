@@ -58,6 +58,13 @@ META_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "CREATE TABLE meta_version (id int PRIMARY KEY, version bigint NOT NULL)",
         "INSERT INTO meta_version VALUES (1, 0)",
     )),
+    # roles, expiry and last use (expand only: release N, which selects its columns by
+    # name, keeps serving on a database N+1 migrated)
+    (2, (
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS role text",
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS expires_at double precision",
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at double precision",
+    )),
 )
 
 
