@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +57,7 @@ from tokenplane.console.routes import ConsoleRoutes
 from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
-from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.keystore import LAST_USED_EVERY_S, KeyStore
 from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.metering.meter import Meter
@@ -65,6 +67,7 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
+from tokenplane.periodic import Periodic
 from tokenplane.pipeline.cache_stage import CacheBilling
 from tokenplane.pipeline.document_guard import DocumentGuard
 from tokenplane.pipeline.meter_stage import MeterFinisher
@@ -123,6 +126,7 @@ class Gateway:
     session_steps: StepCounter | None = None  # sessions' step numbers (config.sessions)
     cache: ResponseCache | None = None  # the response cache (config.cache)
     autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
+    key_use: Periodic | None = None  # writes the keys' last use (meta/keystore.py)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -149,6 +153,13 @@ class Gateway:
             await self.cache.start()
         if self.autoscale is not None:
             await self.autoscale.start()
+        self.key_use = Periodic("key-last-used", LAST_USED_EVERY_S, self._flush_key_use,
+                                log=logging.getLogger("tokenplane.keys"),
+                                failure="writing the keys' last use failed")
+        self.key_use.start()
+
+    async def _flush_key_use(self) -> None:
+        await asyncio.to_thread(self.keys.flush_last_used)
 
     async def close(self) -> None:
         if self.autoscale is not None:
@@ -175,6 +186,10 @@ class Gateway:
             await self.session_steps.close()
         if self.cache is not None:
             await self.cache.close()
+        if self.key_use is not None:
+            await self.key_use.close()
+            with contextlib.suppress(Exception):  # the database may be gone: not fatal
+                await self._flush_key_use()
         self.keys.close()
 
 

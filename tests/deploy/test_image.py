@@ -52,7 +52,7 @@ def _podman(*args: str, check: bool = True) -> str:
     cache = _cache()
     out = subprocess.run(
         ["podman", "--root", str(cache / "storage"), "--runroot", str(cache / "run"),
-         "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs", "--events-backend",
+         "--storage-driver", "overlay", "--cgroup-manager", "cgroupfs", "--events-backend",
          "file", *args], capture_output=True, text=True, timeout=600, check=False)
     if check and out.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)}: {out.stderr}")
