@@ -344,7 +344,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
         paths = set(standard_operations().paths)  # logged by the pipeline's finisher
         middlewares.insert(0, access_log_middleware(gw.access_log, paths))
-    middlewares.append(admin_gate(gw.keys))  # inside the envelope: its 403 is rendered
+    # inside the envelope (its 403 is rendered); admin actions go to the audit log
+    middlewares.append(admin_gate(gw.keys, lambda: gw.governance.audit
+                                  if gw.governance is not None else None))
     app = web.Application(
         middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,

@@ -141,8 +141,8 @@ def test_the_chrooted_image_serves_a_chat_request_and_drains(image: str,
                     "--metrics-listen", f"127.0.0.1:{metrics}"]
             cmd = ["chroot", f"--userspec={USER}", str(root), "/usr/bin/env", "-i",
                    *(f"{k}={v}" for k, v in env.items()), *argv]
-            proc = subprocess.Popen(cmd, cwd="/", stdout=subprocess.PIPE,
-                                    stderr=(tmp_path / "gw.log").open("wb"), text=True)
+            log = (tmp_path / "gw.log").open("wb")
+            proc = subprocess.Popen(cmd, cwd="/", stdout=subprocess.PIPE, stderr=log, text=True)
             try:
                 key = _serving(proc, tmp_path)
                 uid = next(ln for ln in Path(f"/proc/{proc.pid}/status").read_text()
@@ -150,10 +150,11 @@ def test_the_chrooted_image_serves_a_chat_request_and_drains(image: str,
                 assert uid.split()[1:3] == ["10001", "10001"]
                 assert httpx.get(f"http://127.0.0.1:{metrics}/health", timeout=10
                                  ).status_code == 200
-                client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key)
-                reply = client.chat.completions.create(
-                    model="m", messages=[{"role": "user", "content": "Hello from chroot"}],
-                    max_tokens=8)
+                with openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1",
+                                   api_key=key) as client:
+                    reply = client.chat.completions.create(
+                        model="m", messages=[{"role": "user", "content": "Hello from chroot"}],
+                        max_tokens=8)
                 assert reply.choices[0].message.content
                 assert reply.usage is not None and reply.usage.prompt_tokens > 0
                 proc.send_signal(signal.SIGTERM)
@@ -164,6 +165,7 @@ def test_the_chrooted_image_serves_a_chat_request_and_drains(image: str,
                     proc.wait(30)
                 if proc.stdout is not None:
                     proc.stdout.close()
+                log.close()
             report = subprocess.run(
                 ["chroot", f"--userspec={USER}", str(root), "/usr/bin/env", "-i",
                  *(f"{k}={v}" for k, v in env.items()),

@@ -115,6 +115,11 @@ def tenant_problem(role: str, own_tenant: str, own_department: str | None,
     return None
 
 
+def sees_every_tenant_audit(role: str | None, tenant: str) -> bool:
+    """An auditor of the operator's own tenant reads every tenant's audit records."""
+    return role == AUDITOR and tenant == OPERATOR_TENANT
+
+
 def inference_problem(role: str) -> str | None:
     """Why a key may not call the inference API (read-only roles), or None."""
     if role in (VIEWER, AUDITOR):
