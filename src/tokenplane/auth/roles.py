@@ -71,6 +71,21 @@ ADMIN_RULES: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("GET", "/admin/v1/audit"): frozenset({AUDITOR, LEGACY}),
 }
 
+# the console's pages (console/routes.py PAGES) and the roles besides operator that may
+# open each; a page missing here is for operators only
+_PAGES_SELF = frozenset({TENANT_ADMIN, VIEWER, LEGACY})
+CONSOLE_RULES: Final[dict[str, frozenset[str]]] = {
+    "overview": _PAGES_SELF, "usage": _PAGES_SELF, "budgets": _PAGES_SELF,
+    "slos": _PAGES_SELF, "sessions": _PAGES_SELF, "versions": _PAGES_SELF,
+    "advice": _PAGES_SELF, "cluster": frozenset(), "audit": frozenset({AUDITOR, LEGACY}),
+}
+
+
+def page_allowed(role: str, page: str) -> bool:
+    """Whether a key of ``role`` may open the console page ``page``."""
+    return role == OPERATOR or role in CONSOLE_RULES.get(page, frozenset())
+
+
 # the roles a tenant-admin may give the keys it creates (never more than its own)
 GRANTABLE_BY_TENANT_ADMIN: Final = frozenset({TENANT_ADMIN, VIEWER, AUDITOR, INFERENCE, LEGACY})
 

@@ -20,6 +20,7 @@ import orjson
 from aiohttp import web
 
 from tokenplane.auth.principal import Principal
+from tokenplane.auth.roles import page_allowed, role_of
 from tokenplane.console.guard import same_origin, secure
 from tokenplane.console.i18n import LANGUAGES, Translator, load_catalogs, pick_language
 from tokenplane.console.page import Data, Page, PageError
@@ -142,14 +143,21 @@ class ConsoleRoutes:
     def _to_login(self, request: web.Request) -> web.Response:
         return redirect(f"{PREFIX}/login")
 
+    def _first_page(self, principal: Principal) -> str:
+        """Where a signed-in key lands: its first page (auth/roles.py CONSOLE_RULES)."""
+        role = role_of(principal.admin, principal.role)
+        return next((f"{PREFIX}/{n}" for n, _, _ in PAGES if page_allowed(role, n)),
+                    f"{PREFIX}/login")
+
     async def home(self, request: web.Request) -> web.Response:
-        return redirect(f"{PREFIX}/overview" if self._signed_in(request)
-                        else f"{PREFIX}/login")
+        found = self._signed_in(request)
+        return redirect(self._first_page(found[0]) if found else f"{PREFIX}/login")
 
     async def login_form(self, request: web.Request, error: str | None = None,
                          status: int = 200) -> web.Response:
-        if error is None and self._signed_in(request) is not None:
-            return redirect(f"{PREFIX}/overview")
+        found = self._signed_in(request) if error is None else None
+        if found is not None:
+            return redirect(self._first_page(found[0]))
         token = secrets.token_urlsafe(24)
         resp = self._render(request, "login.html", status, csrf=token, error=error,
                             nav=None)
@@ -163,10 +171,14 @@ class ConsoleRoutes:
         if not (same_origin(request) and expected and hmac.compare_digest(token, expected)):
             return self._forbidden(request)
         key = str(form.get("key", "")).strip()
-        if not key or self.parts.keys.authenticate(key) is None:
+        principal = self.parts.keys.authenticate(key) if key else None
+        if principal is None:
             return await self.login_form(request, "login.bad_key", 401)
+        landing = self._first_page(principal)
+        if landing == f"{PREFIX}/login":  # an inference-only key: no page at all
+            return await self.login_form(request, "login.no_pages", 403)
         cookie, _ = self.codec.issue(key)
-        resp = redirect(f"{PREFIX}/overview")
+        resp = redirect(landing)
         self._cookie(request, resp, COOKIE, cookie, self.parts.config.session_ttl_s)
         return resp
 
@@ -207,6 +219,9 @@ class ConsoleRoutes:
                 return self._to_login(request)
             principal, session = found
             nav = self._nav(principal, name, session)
+            if not page_allowed(role_of(principal.admin, principal.role), name):
+                return self._render(request, "error.html", 403, nav=nav,
+                                    message="error.role")
             page = Page(request, principal, session.key, self.parts, self.clock())
             try:
                 data = await builder(page)
@@ -218,7 +233,8 @@ class ConsoleRoutes:
         return handler
 
     def _nav(self, principal: Principal, current: str, session: Session) -> dict[str, Any]:
-        return {"pages": [n for n, _, admin in PAGES if principal.admin or not admin],
+        role = role_of(principal.admin, principal.role)
+        return {"pages": [n for n, _, _ in PAGES if page_allowed(role, n)],
                 "current": current, "csrf": session.csrf,
                 "who": "admin" if principal.admin else principal.tenant,
                 "key_id": principal.key_id}
@@ -230,6 +246,8 @@ class ConsoleRoutes:
             return self._to_login(request)
         principal, session = found
         nav = self._nav(principal, "audit", session)
+        if not page_allowed(role_of(principal.admin, principal.role), "audit"):
+            return self._render(request, "error.html", 403, nav=nav, message="error.role")
         page = Page(request, principal, session.key, self.parts, self.clock())
         try:
             data = await audit.build(page)  # before the body is read: it clones the request
@@ -247,6 +265,10 @@ class ConsoleRoutes:
         if found is None:
             return self._to_login(request)
         principal, session = found
+        if not page_allowed(role_of(principal.admin, principal.role), "usage"):
+            return self._render(request, "error.html", 403,
+                                nav=self._nav(principal, "usage", session),
+                                message="error.role")
         page = Page(request, principal, session.key, self.parts, self.clock())
         try:
             data = await usage.build(page)

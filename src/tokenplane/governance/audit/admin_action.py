@@ -22,6 +22,7 @@ class AdminAction(AuditEntry):
 
     def to_fields(self) -> dict[str, Any]:
         return {"kind": "admin", "request_id": self.request_id, "tenant": self.tenant,
-                "key_id": self.key_id, "principal": self.principal, "role": self.role,
+                "key_id": self.key_id, "principal": self.principal, "app": self.app,
+                "model": None, "role": self.role,
                 "action": self.action, "params": self.params, "status": self.status,
                 "verdict": self.verdict}
