@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +56,6 @@ from tokenplane.console.parts import ConsoleParts
 from tokenplane.console.routes import ConsoleRoutes
 from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
-from tokenplane.governance.audit.admin_action import AdminAction
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.meta.keystore import LAST_USED_EVERY_S, KeyStore
 from tokenplane.meta.limit_store import LimitStore
@@ -146,9 +143,6 @@ class Gateway:
             await self.admission.start()
         if self.governance is not None and self.governance.audit is not None:
             await self.governance.audit.start()
-            # the configuration this worker serves, as an admin action: a changed file
-            # shows up in the audit log as a new digest at the next start
-            self.governance.audit.submit(config_loaded(self.config), time.time())
         if self.routing is not None:
             await self.routing.start()
         if self.slo is not None:
@@ -197,13 +191,6 @@ class Gateway:
             with contextlib.suppress(Exception):  # the database may be gone: not fatal
                 await self._flush_key_use()
         self.keys.close()
-
-
-def config_loaded(config: GatewayConfig) -> AdminAction:
-    """The audit record of a worker starting with ``config`` (its SHA-256)."""
-    digest = hashlib.sha256(config.model_dump_json().encode()).hexdigest()
-    return AdminAction(request_id="", tenant="_operator", action="CONFIG load",
-                       role="operator", params={"sha256": digest}, status=200)
 
 
 def build_gateway(config: GatewayConfig, worker_id: str | None = None) -> Gateway:
