@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +37,23 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayThread]:
     g.stop()
 
 
-OPEN: list[httpx.Client] = []  # closed after each test (autouse fixture below)
+As = Callable[[str], httpx.Client]
 
 
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while OPEN:
-        OPEN.pop().close()
+@pytest.fixture
+def as_key(gw: GatewayThread) -> Iterator[As]:
+    """An admin API client per key, closed after the test."""
+    opened: list[httpx.Client] = []
 
+    def make(key: str) -> httpx.Client:
+        client = httpx.Client(base_url=gw.base_url.removesuffix("/v1") + "/admin/v1",
+                              headers={"authorization": f"Bearer {key}"}, timeout=30)
+        opened.append(client)
+        return client
 
-def _as(gw: GatewayThread, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=gw.base_url.removesuffix("/v1") + "/admin/v1",
-                          headers={"authorization": f"Bearer {key}"}, timeout=30)
-    OPEN.append(client)
-    return client
+    yield make
+    for client in opened:
+        client.close()
 
 
 def _chat(gw: GatewayThread, key: str) -> str:
@@ -60,8 +62,8 @@ def _chat(gw: GatewayThread, key: str) -> str:
     return reply.choices[0].message.content or ""
 
 
-def test_a_tenant_admin_manages_its_own_tenant_only(gw: GatewayThread) -> None:
-    boss = _as(gw, gw.create_key("acme", role="tenant-admin"))
+def test_a_tenant_admin_manages_its_own_tenant_only(gw: GatewayThread, as_key: As) -> None:
+    boss = as_key(gw.create_key("acme", role="tenant-admin"))
     made = boss.post("/tenants/acme/keys", json={"name": "bot", "role": "inference",
                                                  "expires_in": "90d"})
     assert made.status_code == 201, made.text
@@ -73,7 +75,7 @@ def test_a_tenant_admin_manages_its_own_tenant_only(gw: GatewayThread) -> None:
     assert body["id"] in {k["id"] for k in listed}
     assert {"role", "expires_at", "last_used_at"} <= listed[0].keys()
     assert boss.get("/tenants").json()["data"] == [
-        t for t in _as(gw, gw.create_key("_operator", admin=True)).get("/tenants").json()["data"]
+        t for t in as_key(gw.create_key("_operator", admin=True)).get("/tenants").json()["data"]
         if t["name"] == "acme"]
     for refused in (boss.post("/tenants/globex/keys", json={}),
                     boss.post("/tenants/acme/keys", json={"admin": True}),
@@ -94,9 +96,9 @@ def test_a_tenant_admin_manages_its_own_tenant_only(gw: GatewayThread) -> None:
         _chat(gw, body["key"])
 
 
-def test_a_department_bound_tenant_admin(gw: GatewayThread) -> None:
+def test_a_department_bound_tenant_admin(gw: GatewayThread, as_key: As) -> None:
     gw.gateway.keys.ensure_scope("acme", "ops", None)
-    rnd = _as(gw, gw.create_key("acme", department="rnd", role="tenant-admin"))
+    rnd = as_key(gw.create_key("acme", department="rnd", role="tenant-admin"))
     assert rnd.post("/tenants/acme/keys", json={"department": "rnd"}).status_code == 201
     assert rnd.post("/tenants/acme/keys", json={"department": "ops"}).status_code == 403
     assert rnd.post("/tenants/acme/keys", json={}).status_code == 403  # tenant-wide
@@ -108,9 +110,9 @@ def test_a_department_bound_tenant_admin(gw: GatewayThread) -> None:
                                     "limits": {"rpm": 500}}).status_code == 200
 
 
-def test_read_only_keys(gw: GatewayThread) -> None:
+def test_read_only_keys(gw: GatewayThread, as_key: As) -> None:
     viewer_key = gw.create_key("acme", role="viewer")
-    viewer = _as(gw, viewer_key)
+    viewer = as_key(viewer_key)
     assert viewer.get("/limits").status_code == 200
     assert viewer.get("/tenants/acme/budget").status_code == 200
     put = viewer.put("/limits", json={"target": {"tenant": "acme"}, "limits": {"rpm": 1}})
@@ -122,11 +124,11 @@ def test_read_only_keys(gw: GatewayThread) -> None:
         assert err.value.code == "key_scope"
     inference = gw.create_key("acme", role="inference")
     assert _chat(gw, inference)
-    assert _as(gw, inference).get("/tenants/acme/budget").status_code == 403
+    assert as_key(inference).get("/tenants/acme/budget").status_code == 403
 
 
-def test_bad_role_and_lifetime_are_400(gw: GatewayThread) -> None:
-    op = _as(gw, gw.create_key("_operator", admin=True))
+def test_bad_role_and_lifetime_are_400(gw: GatewayThread, as_key: As) -> None:
+    op = as_key(gw.create_key("_operator", admin=True))
     bad = op.post("/tenants/acme/keys", json={"role": "god"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_role"
     for lifetime in ("soon", "-5d", "0s", 90):
@@ -135,8 +137,8 @@ def test_bad_role_and_lifetime_are_400(gw: GatewayThread) -> None:
         assert bad.json()["error"]["param"] == "expires_in"
 
 
-def test_expiry_and_last_use(gw: GatewayThread) -> None:
-    op = _as(gw, gw.create_key("_operator", admin=True))
+def test_expiry_and_last_use(gw: GatewayThread, as_key: As) -> None:
+    op = as_key(gw.create_key("_operator", admin=True))
     made = op.post("/tenants/acme/keys", json={"expires_in": "2s"}).json()
     assert _chat(gw, made["key"])
     assert gw.gateway.keys.flush_last_used() >= 1
