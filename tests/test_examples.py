@@ -1147,3 +1147,38 @@ def test_serves_autoscale_keda(gateways: Gateways, llama_sim: list[int]) -> None
         assert got.metricValues[0].metricValueFloat == desired.serving + desired.warm
         assert desired.serving == ctl.pools["llama3-8b"].decision.serving_to
         assert stub.IsActive(obj).result is True
+
+
+def test_serves_console_sso(gateways: Gateways, monkeypatch: pytest.MonkeyPatch,
+                            tmp_path: Path) -> None:
+    """console-sso.yaml: a person signs in at a real OpenID Connect provider (npm's
+    oidc-provider, tests/console/oidc.py) and lands on the console with the role and
+    tenant of the ID token's claims; the issuer and redirect URI are rewritten to the
+    local provider and gateway."""
+    from tests.console.oidc import oidc_provider
+    from tests.console.test_oidc import ACCOUNTS, SECRET, _sign_in
+
+    monkeypatch.setenv("TOKENPLANE_CONSOLE_SECRET", "example-secret-for-the-test")
+    monkeypatch.setenv("TOKENPLANE_OIDC_SECRET", SECRET)
+    cfg = example("console-sso.yaml")
+    provider_port = free_port()
+    cfg["console"]["oidc"]["issuer"] = f"http://127.0.0.1:{provider_port}"
+    gw = GatewayThread(cfg, tmp_path / "gw")  # its port is chosen: the redirect URI's
+    oidc = gw.config.console.oidc
+    assert oidc is not None and oidc.redirect_uri is not None
+    oidc.redirect_uri = redirect = f"http://127.0.0.1:{gw.port}/console/oidc/callback"
+    with oidc_provider(provider_port, redirect, ACCOUNTS, SECRET):
+        gw.start()
+        gateways.running.append(gw)
+        gw.gateway.keys.ensure_scope("acme", "rnd", None)
+        with client(gw, gw.create_key("acme")) as c:
+            chat(c, "sim-llama3-8b")
+        with httpx.Client(base_url=f"http://127.0.0.1:{gw.port}", timeout=30) as h:
+            done = _sign_in(gw, h, "bob")
+            assert done.status_code == 200, done.text[:300]
+            assert h.get("/console/overview").status_code == 200
+        (rec,) = [r for r in gw.gateway.keys.list_keys("acme") if r.name == "oidc:bob"]
+        assert (rec.role, rec.department) == ("tenant-admin", "rnd")
+        assert rec.expires_at is not None
+        assert rec.expires_at - rec.created_at == pytest.approx(3600, abs=1)
+        gateways.stop(gw)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from tokenplane.api.admin_advice import AdminAdviceRoutes
 from tokenplane.api.admin_audit import AdminAuditRoutes
 from tokenplane.api.admin_autoscale import AdminAutoscaleRoutes
 from tokenplane.api.admin_cache import AdminCacheRoutes
+from tokenplane.api.admin_gate import admin_gate
 from tokenplane.api.admin_sessions import AdminSessionRoutes
 from tokenplane.api.admin_slos import AdminSloRoutes
 from tokenplane.api.admin_tools import AdminToolsRoutes
@@ -62,7 +65,7 @@ from tokenplane.context.packer import ContextPacker
 from tokenplane.engine.serving.service import EngineService
 from tokenplane.governance.audit.service import audit_root
 from tokenplane.mcp.gateway.build import build_mcp
-from tokenplane.meta.keystore import KeyStore
+from tokenplane.meta.keystore import LAST_USED_EVERY_S, KeyStore
 from tokenplane.meta.limit_store import LimitStore
 from tokenplane.meta.open_stores import open_directory, open_key_store, open_limit_store
 from tokenplane.metering.meter import Meter
@@ -72,6 +75,7 @@ from tokenplane.observe.metrics import GatewayMetrics
 from tokenplane.observe.peers import MetricsPeers
 from tokenplane.observe.tracing import TRACER_NAME, otlp_provider
 from tokenplane.operations.registry import standard_operations
+from tokenplane.periodic import Periodic
 from tokenplane.pipeline.cache_stage import CacheBilling
 from tokenplane.pipeline.count_offload import CountOffload
 from tokenplane.pipeline.document_guard import DocumentGuard
@@ -134,6 +138,7 @@ class Gateway:
     autoscale: AutoscaleController | None = None  # config.autoscale (off unless set)
     # the pipeline's off-loop counting slots, shared with POST /v1/context/pack
     offload: CountOffload = field(default_factory=CountOffload)
+    key_use: Periodic | None = None  # writes the keys' last use (meta/keystore.py)
 
     def models_for(self, tenant: str) -> list[str]:
         allowed = self.allowed_models(tenant)
@@ -160,6 +165,13 @@ class Gateway:
             await self.cache.start()
         if self.autoscale is not None:
             await self.autoscale.start()
+        self.key_use = Periodic("key-last-used", LAST_USED_EVERY_S, self._flush_key_use,
+                                log=logging.getLogger("tokenplane.keys"),
+                                failure="writing the keys' last use failed")
+        self.key_use.start()
+
+    async def _flush_key_use(self) -> None:
+        await asyncio.to_thread(self.keys.flush_last_used)
 
     async def close(self) -> None:
         if self.autoscale is not None:
@@ -186,6 +198,10 @@ class Gateway:
             await self.session_steps.close()
         if self.cache is not None:
             await self.cache.close()
+        if self.key_use is not None:
+            await self.key_use.close()
+            with contextlib.suppress(Exception):  # the database may be gone: not fatal
+                await self._flush_key_use()
         self.keys.close()
 
 
@@ -350,6 +366,9 @@ def build_app(config: GatewayConfig, worker_id: str | None = None,
     if gw.access_log is not None:  # outermost: it sees the enveloped answer
         paths = set(standard_operations().paths)  # logged by the pipeline's finisher
         middlewares.insert(0, access_log_middleware(gw.access_log, paths))
+    # inside the envelope (its 403 is rendered); admin actions go to the audit log
+    middlewares.append(admin_gate(gw.keys, lambda: gw.governance.audit
+                                  if gw.governance is not None else None))
     app = web.Application(
         middlewares=middlewares,
         client_max_size=config.server.max_body_bytes,

@@ -81,12 +81,67 @@ def keda_validators() -> dict[tuple[str, str], jsonschema.protocols.Validator]:
     return out
 
 
+_LABEL_SELECTOR: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["key", "operator"],
+            "properties": {"key": {"type": "string"},
+                           "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                           "values": {"type": "array", "items": {"type": "string"}}}}},
+    },
+}
+# The Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1): the part of its
+# API reference our manifests use, written here (closed: another field is an error,
+# so a misspelling is caught; a field we start to use is added here first).
+SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+            "namespace": {"type": "string"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+        "spec": {"type": "object", "additionalProperties": False,
+                 "required": ["selector", "endpoints"], "properties": {
+            "jobLabel": {"type": "string"},
+            "selector": _LABEL_SELECTOR,
+            "namespaceSelector": {"type": "object", "additionalProperties": False,
+                                  "properties": {"any": {"type": "boolean"},
+                                                 "matchNames": {"type": "array",
+                                                                "items": {"type": "string"}}}},
+            "endpoints": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "additionalProperties": False, "properties": {
+                    "port": {"type": "string"},
+                    "targetPort": {"type": ["string", "integer"]},
+                    "path": {"type": "string", "pattern": "^/"},
+                    "scheme": {"enum": ["http", "https"]},
+                    "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                    "scrapeTimeout": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                    "honorLabels": {"type": "boolean"},
+                    "bearerTokenSecret": {"type": "object", "additionalProperties": False,
+                                          "required": ["key"], "properties": {
+                                              "name": {"type": "string"},
+                                              "key": {"type": "string"},
+                                              "optional": {"type": "boolean"}}}}}},
+        }},
+    },
+}
+
+
 def problems(doc: dict[str, Any]) -> list[str]:
     """Every schema error of one manifest document, as 'where: what' lines; a kind
     neither schema set knows is an error too (nothing passes unchecked)."""
     api_version, kind = doc.get("apiVersion"), doc.get("kind")
     name = (doc.get("metadata") or {}).get("name", "?")
     where = f"{kind}/{name}"
+    if (api_version, kind) == ("monitoring.coreos.com/v1", "ServiceMonitor"):
+        checker = jsonschema.Draft7Validator(SERVICE_MONITOR_SCHEMA)
+        return [f"{where} (ServiceMonitor): {_path(e.absolute_path)}: {e.message}"
+                for e in checker.iter_errors(doc)]
     validator = keda_validators().get((str(api_version), str(kind)))
     if validator is not None:
         return [f"{where} (KEDA CRD): {_path(e.absolute_path)}: {e.message}"

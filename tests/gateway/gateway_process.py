@@ -41,12 +41,13 @@ def _free_metrics_port(config: Path) -> Path:
 
 
 class GatewayProcess:
-    def __init__(self, config: Path, env: dict[str, str], log: Path, workers: int = 1) -> None:
+    def __init__(self, config: Path, env: dict[str, str], log: Path, workers: int = 1,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         config = _free_metrics_port(config)
         self._log: IO[bytes] = log.open("ab")
         cmd = [sys.executable, "-m", "tokenplane", "serve", "--config", str(config),
-               "--port", str(self.port), "--workers", str(workers)]
+               "--port", str(self.port), "--workers", str(workers), *extra_args]
         self.proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                      stderr=self._log)
         assert self.proc.stdout is not None

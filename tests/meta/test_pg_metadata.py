@@ -78,7 +78,7 @@ def test_migrations_apply_once(pg_url: str) -> None:
     first, second = PgMeta(pg_url), PgMeta(pg_url)
     try:
         assert first.fetch("SELECT version FROM meta_migrations ORDER BY version") == [
-            (1,), (2,)]
+            (1,), (2,), (3,)]
         assert second.fetch("SELECT count(*) FROM meta_version") == [(1,)]
     finally:
         first.close()

@@ -23,11 +23,14 @@ from tokenplane.api.admin_fields import (
     obj,
     only_fields,
     opt_bool,
+    opt_expiry,
     opt_name,
+    opt_role,
     opt_text,
     req_name,
 )
 from tokenplane.auth.principal import Principal
+from tokenplane.auth.roles import TENANT_ADMIN, VIEWER, grant_problem, role_of, tenant_problem
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.meta.directory import Directory
 from tokenplane.meta.keystore import KeyStore
@@ -47,7 +50,8 @@ TARGET_FIELDS = ("tenant", "department", "app", "key_id", "user", "model")
 TENANT_BODY = ("name",)
 DEPARTMENT_BODY = ("name",)
 APP_BODY = ("name", "department")
-KEY_BODY = ("department", "app", "name", "admin")
+KEY_BODY = ("department", "app", "name", "admin", "role", "expires_in")
+_ANY = ""  # a tenant-wide read: a department-bound key sees its department's part
 LIMITS_BODY = ("target", "limits")
 
 
@@ -124,11 +128,23 @@ class AdminRoutes:
             raise GatewayError(401, "A valid admin API key is required.", code="invalid_api_key")
         return principal
 
-    def _admin(self, request: web.Request) -> Principal:
+    def _admin(self, request: web.Request, tenant: str | None = None,
+               department: str | None = None) -> Principal:
+        """The caller, if it may act on ``tenant`` (None: every tenant) and
+        ``department``: operators anywhere; the roles the route gate let through
+        (api/admin_gate.py) on their own tenant only (auth/roles.py)."""
         principal = self._caller(request)
-        if not principal.admin:
+        if principal.admin:
+            return principal
+        role = role_of(principal.admin, principal.role)
+        if role not in (TENANT_ADMIN, VIEWER):
             raise GatewayError(403, "This operation needs an API key with the admin scope.",
                                code="admin_required")
+        # _ANY: a read of the whole tenant, which the handler cuts to the key's department
+        problem = tenant_problem(role, principal.tenant, principal.department, tenant,
+                                 principal.department if department == _ANY else department)
+        if problem is not None:
+            raise GatewayError(403, problem, code="forbidden")
         return principal
 
     def _tenant(self, request: web.Request) -> str:
@@ -139,8 +155,11 @@ class AdminRoutes:
 
     # --- tenants, departments, apps ---------------------------------------------
     async def list_tenants(self, request: web.Request) -> web.Response:
-        self._admin(request)
-        return _json({"data": self.directory.tenants()})
+        caller = self._caller(request)
+        if caller.admin:
+            return _json({"data": self.directory.tenants()})
+        self._admin(request, caller.tenant, caller.department)
+        return _json({"data": [t for t in self.directory.tenants() if t["name"] == caller.tenant]})
 
     async def create_tenant(self, request: web.Request) -> web.Response:
         self._admin(request)
@@ -153,18 +172,22 @@ class AdminRoutes:
         return _json({"name": name}, 201)
 
     async def delete_tenant(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        self._admin(request, None)
         tenant = self._tenant(request)
         self.directory.delete_tenant(tenant)
         self.limits.delete_tenant(tenant)
         return _json({"deleted": tenant})
 
     async def list_departments(self, request: web.Request) -> web.Response:
-        self._admin(request)
-        return _json({"data": self.directory.departments(self._tenant(request))})
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
+        rows = self.directory.departments(self._tenant(request))
+        if not caller.admin and caller.department is not None:
+            rows = [d for d in rows if d["name"] == caller.department]
+        return _json({"data": rows})
 
     async def create_department(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        tenant = request.match_info["tenant"]
+        self._admin(request, tenant)
         tenant = self._tenant(request)
         data = await _body(request)
         only_fields(data, DEPARTMENT_BODY)
@@ -173,76 +196,102 @@ class AdminRoutes:
         return _json({"tenant": tenant, "name": name}, 201)
 
     async def delete_department(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        self._admin(request, request.match_info["tenant"], request.match_info["department"])
         tenant, dept = self._tenant(request), request.match_info["department"]
         if not self.directory.delete_department(tenant, dept):
             raise GatewayError(404, f"No department '{dept}' in '{tenant}'.", code="not_found")
         return _json({"deleted": dept})
 
     async def list_apps(self, request: web.Request) -> web.Response:
-        self._admin(request)
-        return _json({"data": self.directory.apps(self._tenant(request))})
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
+        apps = self.directory.apps(self._tenant(request))
+        if not caller.admin and caller.department is not None:
+            apps = [a for a in apps if a.get("department") == caller.department]
+        return _json({"data": apps})
 
     async def create_app(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
         tenant = self._tenant(request)
         data = await _body(request)
         only_fields(data, APP_BODY)
         name, dept = req_name(data, "name"), opt_name(data, "department")
+        self._admin(request, tenant, dept if caller.department is not None else None)
         self.keys.ensure_scope(tenant, dept, name)
         return _json({"tenant": tenant, "department": dept, "name": name}, 201)
 
     async def delete_app(self, request: web.Request) -> web.Response:
-        self._admin(request)
-        tenant, app = self._tenant(request), request.match_info["app"]
         dept = request.query.get("department") or None
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
+        self._admin(request, request.match_info["tenant"],
+                    dept if caller.department is not None else None)
+        tenant, app = self._tenant(request), request.match_info["app"]
         if not self.directory.delete_app(tenant, dept, app):
             raise GatewayError(404, f"No app '{app}' in '{tenant}'.", code="not_found")
         return _json({"deleted": app})
 
     # --- keys -------------------------------------------------------------------
     async def list_keys(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
         recs = self.keys.list_keys(self._tenant(request))
+        if not caller.admin and caller.department is not None:
+            recs = [r for r in recs if r.department == caller.department]
         return _json({"data": [
             {"id": r.id, "prefix": r.prefix, "tenant": r.tenant, "department": r.department,
-             "app": r.app, "name": r.name, "admin": r.admin, "created_at": r.created_at,
-             "revoked_at": r.revoked_at} for r in recs]})
+             "app": r.app, "name": r.name, "admin": r.admin, "role": r.role,
+             "created_at": r.created_at, "expires_at": r.expires_at,
+             "last_used_at": r.last_used_at, "revoked_at": r.revoked_at} for r in recs]})
 
     async def create_key(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        caller = self._admin(request, request.match_info["tenant"], _ANY)
         tenant = self._tenant(request)
         data = await _body(request)
         only_fields(data, KEY_BODY)
         dept, app, name = opt_name(data, "department"), opt_name(data, "app"), \
             opt_name(data, "name", slash=True)
         admin = opt_bool(data, "admin", False)
-        key, rec = self.keys.create_key(tenant, dept, app, name, admin)
+        role, expires_at = opt_role(data), opt_expiry(data)
+        if not caller.admin:
+            self._admin(request, tenant, dept if caller.department is not None else None)
+            problem = grant_problem(role_of(False, caller.role), role, admin)
+            if problem is not None:
+                raise GatewayError(403, problem, param="role", code="forbidden")
+        key, rec = self.keys.create_key(tenant, dept, app, name, admin, role, expires_at)
         return _json({"id": rec.id, "key": key, "tenant": tenant, "department": rec.department,
-                      "app": rec.app, "admin": rec.admin,
+                      "app": rec.app, "admin": rec.admin, "role": rec.role,
+                      "expires_at": rec.expires_at,
                       "note": "The key is shown once; only its hash is stored."}, 201)
 
     async def revoke_key(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        caller = self._caller(request)
         key_id = request.match_info["key_id"]
+        if not caller.admin:
+            rec = self.keys.get(key_id)
+            if rec is None:  # never confirm another tenant's key: same answer as missing
+                raise GatewayError(404, f"No active key '{key_id}'.", code="not_found")
+            self._admin(request, rec.tenant, rec.department)
         if not self.keys.revoke(key_id):
             raise GatewayError(404, f"No active key '{key_id}'.", code="not_found")
         return _json({"revoked": key_id})
 
     # --- limits -------------------------------------------------------------------
     async def show_limits(self, request: web.Request) -> web.Response:
-        self._admin(request)
-        entries = self.limits.entries(request.query.get("tenant") or None)
+        caller = self._caller(request)
+        tenant = request.query.get("tenant") or (None if caller.admin else caller.tenant)
+        self._admin(request, tenant, _ANY)
+        entries = self.limits.entries(tenant)
+        if not caller.admin and caller.department is not None:
+            entries = [e for e in entries if e.target.department == caller.department]
         return _json({"data": [{"target": e.target.as_dict(), "scope": e.target.scope().label,
                                 "limits": self._limits_out(e.limits),
                                 "updated_at": e.updated_at}
                                for e in entries]})
 
     async def set_limits(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        self._caller(request)
         data = await _body(request)
         only_fields(data, LIMITS_BODY)
         tgt = target_of(obj(data, "target"), "target")
+        self._admin(request, tgt.tenant, tgt.department)
         changes = obj(data, "limits")
         check_limits(changes)
         missing = missing_target(tgt, self.directory, self.keys)
@@ -258,8 +307,9 @@ class AdminRoutes:
                       "limits": self._limits_out(spec)})
 
     async def delete_limits(self, request: web.Request) -> web.Response:
-        self._admin(request)
+        self._caller(request)
         tgt = target_of(dict(request.query))
+        self._admin(request, tgt.tenant, tgt.department)
         if not self.limits.delete(tgt):
             raise GatewayError(404, f"No limits for {tgt.scope().label}.", code="not_found")
         self.svc.refresh()
@@ -278,7 +328,7 @@ class AdminRoutes:
     async def budget(self, request: web.Request) -> web.Response:
         caller = self._caller(request)
         tenant = request.match_info["tenant"]
-        if not caller.admin and caller.tenant != tenant:
+        if not caller.admin and caller.tenant != tenant:  # whatever the role
             # Never confirm another tenant's existence or data.
             raise GatewayError(403, "A key may read its own tenant's budget only.",
                                code="forbidden")

@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
+from tokenplane.auth.roles import sees_every_tenant_audit
 from tokenplane.errors import GatewayError, invalid
 from tokenplane.governance.audit.filters import AuditFilter
 from tokenplane.governance.audit.multi import VERDICTS
@@ -28,6 +29,7 @@ from tokenplane.meta.keystore import KeyStore
 from tokenplane.metering.reports import parse_time_bound
 
 PATH = "/admin/v1/audit"
+AUDIT_KINDS = ("request", "admin", "all")  # ?kind=: requests (default), admin actions, both
 
 
 def _bound(request: web.Request, name: str, now: float) -> float | None:
@@ -72,7 +74,7 @@ class AdminAuditRoutes:
         if principal is None:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
         asked = request.query.get("tenant") or None
-        if principal.admin:
+        if principal.admin or sees_every_tenant_audit(principal.role, principal.tenant):
             tenant = asked
         elif asked and asked != principal.tenant:
             raise GatewayError(403, "This key may only read its own tenant's audit records.",
@@ -85,6 +87,9 @@ class AdminAuditRoutes:
         now = self.clock()
         since, until = _bound(request, "since", now), _bound(request, "until", now)
         limit = _limit(request)
+        kind = request.query.get("kind") or "request"
+        if kind not in AUDIT_KINDS:
+            raise invalid(f"'kind' must be one of {', '.join(AUDIT_KINDS)}", param="kind")
         key_id = request.query.get("key_id") or None
         app_name = request.query.get("app") or None
         if self.flush is not None:
@@ -93,7 +98,8 @@ class AdminAuditRoutes:
         def run() -> tuple[list[dict[str, object]], bool]:
             return newest_matching(self.root, AuditFilter(
                 tenant=tenant, key_id=key_id, since=since, until=until, verdict=verdict,
-                app=app_name), limit)
+                app=app_name, admin_actions=kind != "request", requests=kind != "admin"),
+                limit)
 
         data, more = await asyncio.to_thread(run)
         body = {"object": "list", "data": data, "has_more": more}

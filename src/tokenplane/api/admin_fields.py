@@ -9,10 +9,13 @@ field, dotted inside an object (``target.tenant``, ``limits.rpm``).
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from tokenplane.auth.key_expiry import parse_duration
+from tokenplane.auth.roles import check_role
 from tokenplane.errors import GatewayError, invalid
 
 MAX_NAME_LEN = 128
@@ -97,6 +100,34 @@ def opt_bool(data: Mapping[str, Any], field: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise wrong_type(field, "a JSON boolean (true or false)")
     return value
+
+
+def opt_role(data: Mapping[str, Any], field: str = "role") -> str | None:
+    """A key's role (auth/roles.py), or None."""
+    value = data.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise wrong_type(field, "a string")
+    problem = check_role(value)
+    if problem is not None:
+        raise invalid(problem, param=field, code="invalid_role")
+    return value
+
+
+def opt_expiry(data: Mapping[str, Any], field: str = "expires_in",
+               now: float | None = None) -> float | None:
+    """When a new key expires (epoch seconds) from its lifetime (``"90d"``), or None."""
+    value = data.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise wrong_type(field, "a duration string such as \"90d\"")
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise invalid(str(exc), param=field, code="invalid_duration") from None
+    return (time.time() if now is None else now) + seconds
 
 
 def obj(data: Mapping[str, Any], field: str) -> dict[str, Any]:

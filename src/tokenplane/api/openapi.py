@@ -27,6 +27,7 @@ from tokenplane.api.context_routes import body_spec as pack_spec
 from tokenplane.api.feedback_routes import PATH as FEEDBACK_PATH
 from tokenplane.api.feedback_routes import body_spec as feedback_spec
 from tokenplane.api.messages_routes import PATH as COUNT_TOKENS_PATH
+from tokenplane.auth.roles import ROLES
 from tokenplane.governance.audit.multi import VERDICTS
 from tokenplane.metering.reports import REPORT_DIMENSIONS
 from tokenplane.operations.fields import nullable
@@ -52,6 +53,9 @@ _LIMIT_SCHEMAS: dict[str, Schema] = {
 _ADMIN_FIELDS: dict[str, Schema] = {
     "name": _NAME, "department": nullable(_NAME), "app": nullable(_NAME),
     "admin": nullable({"type": "boolean"}),
+    "role": nullable({"type": "string", "enum": list(ROLES)}),
+    "expires_in": nullable({"type": "string",
+                            "description": "the key's lifetime: 90d, 12h, 30m, 45s, 2w"}),
 }
 
 

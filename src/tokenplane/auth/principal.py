@@ -13,8 +13,10 @@ class Principal:
     app: str | None = None
     admin: bool = False
     end_user: str | None = None
+    role: str | None = None  # auth/roles.py; ``admin`` keys are operators whatever it says
 
     def with_end_user(self, user: str | None) -> Principal:
         if user is None:
             return self
-        return Principal(self.key_id, self.tenant, self.department, self.app, self.admin, user)
+        return Principal(self.key_id, self.tenant, self.department, self.app, self.admin, user,
+                         self.role)

@@ -1,4 +1,8 @@
-"""``tokenplane keys``: create, list and revoke API keys (stored hashed)."""
+"""``tokenplane keys``: create, list, rotate and revoke API keys (stored hashed).
+
+These verbs act on the metadata database directly, with the authority of whoever can
+open it (the operator); the roles of auth/roles.py bound what a *key* may do over the
+admin API, which is how a tenant-admin or viewer manages keys."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tokenplane.auth.key_expiry import parse_duration
+from tokenplane.auth.roles import check_role, role_of
 from tokenplane.cli.common import ConfigOpt, open_keys, store_home
 from tokenplane.cli.tables import WIDTH, Wide
 
@@ -23,18 +29,62 @@ def register(app: typer.Typer) -> None:
         department: Annotated[str | None, typer.Option(help="Department (created if new).")] = None,
         app_: Annotated[str | None, typer.Option("--app", help="App (created if new).")] = None,
         name: Annotated[str | None, typer.Option(help="A label for the key.")] = None,
-        admin: Annotated[bool, typer.Option(help="Grant the admin scope.")] = False,
+        admin: Annotated[bool, typer.Option(help="Grant the admin scope (the role "
+                                            "operator).")] = False,
+        role: Annotated[str | None, typer.Option(
+            help="operator, tenant-admin, viewer, auditor or inference (default: none: "
+                 "inference and the tenant's own self-service reads).")] = None,
+        expires: Annotated[str | None, typer.Option(
+            help="Lifetime: 90d, 12h, 30m, 2w (default: no expiry).")] = None,
         home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
         config: ConfigOpt = None,
     ) -> None:
         """Create a key; the key itself is printed alone on the last line, once."""
+        problem = check_role(role)
+        if problem is not None:
+            raise typer.BadParameter(problem, param_hint="--role")
+        expires_at = None
+        if expires is not None:
+            try:
+                expires_at = time.time() + parse_duration(expires)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--expires") from None
         store = open_keys(store_home(home, config, explicit_ok=True), config)
         try:
-            key, rec = store.create_key(tenant, department, app_, name, admin)
+            key, rec = store.create_key(tenant, department, app_, name, admin, role, expires_at)
         finally:
             store.close()
+        until = f"; expires {_ts(rec.expires_at)} UTC" if rec.expires_at else ""
         typer.echo(f"created {rec.id} for tenant={tenant} department={department or '-'} "
-                   f"app={app_ or '-'}; store the key now, it is not shown again:")
+                   f"app={app_ or '-'} role={rec.role or '-'}{until}; store the key now, it "
+                   "is not shown again:")
+        typer.echo(key)
+
+    @keys.command("rotate")
+    def rotate(
+        key_id: Annotated[str, typer.Argument(help="The key's id (key_...).")],
+        overlap: Annotated[str, typer.Option(
+            help="How long the old key keeps working (the clients' switch-over).")] = "1d",
+        home: Annotated[str | None, typer.Option(help="Data directory ($TOKENPLANE_HOME).")] = None,
+        config: ConfigOpt = None,
+    ) -> None:
+        """A new key with the same tenant, department, app, name, role and lifetime;
+        the old one expires after --overlap. The new key is printed on the last line."""
+        try:
+            overlap_s = parse_duration(overlap)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--overlap") from None
+        store = open_keys(store_home(home, config), config)
+        try:
+            done = store.rotate(key_id, overlap_s)
+        finally:
+            store.close()
+        if done is None:
+            typer.echo(f"no live key {key_id}", err=True)
+            raise typer.Exit(1)
+        key, rec = done
+        typer.echo(f"rotated {key_id} -> {rec.id}; {key_id} stops working at "
+                   f"{_ts(time.time() + overlap_s)} UTC; store the new key now:")
         typer.echo(key)
 
     @keys.command("list")
@@ -50,12 +100,12 @@ def register(app: typer.Typer) -> None:
             recs = store.list_keys(tenant)
         finally:
             store.close()
-        table = Table("id", "prefix", "tenant", "department", "app", "name", "admin", "created",
-                      "revoked")
+        table = Table("id", "prefix", "tenant", "department", "app", "name", "role", "created",
+                      "expires", "last used", "revoked")
         for r in recs:
             table.add_row(r.id, r.prefix + "…", r.tenant, r.department or "", r.app or "",
-                          r.name or "", "yes" if r.admin else "", _ts(r.created_at),
-                          _ts(r.revoked_at) if r.revoked_at else "")
+                          r.name or "", role_of(r.admin, r.role) or "-", _ts(r.created_at),
+                          _ts(r.expires_at), _ts(r.last_used_at), _ts(r.revoked_at))
         Console(width=10_000 if wide else WIDTH).print(table)
 
     @keys.command("revoke")

@@ -7,6 +7,7 @@ import typer
 from tokenplane.cli.advise_cmd import register as register_advise
 from tokenplane.cli.audit_cmd import register as register_audit
 from tokenplane.cli.autoscale_cmd import register as register_autoscale
+from tokenplane.cli.backup_cmd import register as register_backup
 from tokenplane.cli.config_cmd import register as register_config
 from tokenplane.cli.keys_cmd import register as register_keys
 from tokenplane.cli.limits_cmd import register as register_limits
@@ -39,6 +40,7 @@ def build_cli() -> typer.Typer:
     register_plan(app)
     register_report(app)
     register_autoscale(app)
+    register_backup(app)
     return app
 
 

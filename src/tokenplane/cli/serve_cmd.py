@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -22,10 +21,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tokenplane.cli.startup_checks import DataDirLock, StartupError, startup_problems
 from tokenplane.cli.supervisor import Supervisor
 from tokenplane.compose.config_file import ConfigError, load_config
 from tokenplane.compose.preflight import host_errors, preflight
-from tokenplane.config.schema import GatewayConfig, listen_address
+from tokenplane.config.schema import GatewayConfig
 from tokenplane.observe.peers import clear_last
 
 if TYPE_CHECKING:
@@ -63,13 +63,17 @@ def _bootstrap(cfg: GatewayConfig, host: str, port: int) -> None:
 
     home = Path(cfg.data_dir or ".tokenplane")
     store = open_key_store(home, cfg.database_url)
+    tenant = OPERATOR_TENANT
     try:
         if store.count_keys():
             return
-        tenant = OPERATOR_TENANT
-        key, rec = store.create_key(tenant, name="bootstrap", admin=True)
+        # several replicas may start at once on one database: exactly one creates it
+        created = store.create_first_key(tenant, name="bootstrap")
     finally:
         store.close()
+    if created is None:
+        return
+    key, rec = created
     host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{host}:{port}/v1"
     model = cfg.models[0].alias
@@ -106,8 +110,8 @@ def _recovery(cfg: GatewayConfig, home: Path, tenant: str) -> str:
     return f"{command} --home {home.resolve()}"
 
 
-def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index: int,
-                ready: Connection | None = None) -> None:
+def _run_worker(cfg_path: str | None, overrides: tuple[str, ...], host: str, port: int,
+                workers: int, index: int, ready: Connection | None = None) -> None:
     import uvloop
 
     from tokenplane.app import build_app
@@ -121,7 +125,7 @@ def _run_worker(cfg_path: str | None, host: str, port: int, workers: int, index:
     from tokenplane.api.front.limits import raise_nofile
 
     raise_nofile()  # the connection cap is derived from it (server.max_connections)
-    cfg = load_config(cfg_path)
+    cfg = load_config(cfg_path, overrides)
     # the loop gets the interpreter back soon from the threads counting and packing
     sys.setswitchinterval(cfg.server.thread_switch_ms / 1000)
     app = build_app(cfg, worker_id=f"w{index}", workers=workers)
@@ -157,24 +161,6 @@ async def _serve(app: web.Application, host: str, port: int, workers: int,
         await stop.wait()
     finally:
         await server.stop()
-
-
-def _metrics_port_free(listen: str | None) -> None:
-    """A clear refusal of a metrics port in use (another gateway?) before anything
-    starts; with several workers also the only one, as they share the port
-    (``SO_REUSEPORT``) and would join another gateway's workers silently."""
-    if listen is None:
-        return
-    host, port = listen_address(listen)
-    if port == 0:
-        return
-    try:
-        socket.create_server((host, port)).close()
-    except OSError as exc:
-        typer.echo(f"observe.metrics.listen: cannot listen on {listen} ({exc.strerror}; "
-                   "another gateway?): choose another port, or null for no metrics "
-                   "listener", err=True)
-        raise typer.Exit(2) from None
 
 
 def settle_heap() -> None:
@@ -234,16 +220,28 @@ def _banner(host: str, port: int, workers: int,
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
-        config: Annotated[str | None, typer.Option(help="YAML config (default: embedded).")] = None,
+        config: Annotated[str | None, typer.Option(
+            envvar="TOKENPLANE_CONFIG", help="YAML config (default: embedded).")] = None,
         host: Annotated[str | None, typer.Option(help="Address to bind.")] = None,
         port: Annotated[int | None, typer.Option(help="Port to bind.")] = None,
         workers: Annotated[
             int | None, typer.Option(help="Worker processes (SO_REUSEPORT).")
         ] = None,
+        metrics_listen: Annotated[str | None, typer.Option(
+            "--metrics-listen", metavar="HOST:PORT",
+            help="Serve /metrics on a listener of its own (observe.metrics.listen).")] = None,
+        settings: Annotated[list[str] | None, typer.Option(
+            "--set", metavar="KEY=VALUE",
+            help="Override one setting of the config (or of the embedded default), by its "
+                 "dotted path: --set server.port=8081 --set data_dir=/data. Repeatable; "
+                 "the value is YAML.")] = None,
     ) -> None:
         """Start the gateway (embedded default: simulated engines, SQLite ledger)."""
+        overrides = tuple(settings or ())
+        if metrics_listen is not None:
+            overrides += (f"observe.metrics.listen={metrics_listen}",)
         try:
-            cfg = load_config(config)
+            cfg = load_config(config, overrides)
         except ConfigError as exc:
             for line in exc.errors:
                 typer.echo(line, err=True)
@@ -260,16 +258,27 @@ def register(app: typer.Typer) -> None:
         h = host or cfg.server.host
         p = port if port is not None else cfg.server.port
         n = workers or cfg.server.workers
-        _metrics_port_free(cfg.observe.metrics.listen)
+        # nothing is created (the first start's admin key included) before these pass
+        problems = startup_problems(cfg, h, p)
+        hold = DataDirLock(Path(cfg.data_dir or ".tokenplane"))
+        try:
+            if not problems:
+                hold.acquire()
+        except StartupError as exc:
+            problems.append(str(exc))
+        for line in problems:
+            typer.echo(line, err=True)
+        if problems:
+            raise typer.Exit(2)
         _bootstrap(cfg, h, p)
         if n == 1:
-            _run_worker(config, h, p, 1, 0)
+            _run_worker(config, overrides, h, p, 1, 0)
             return
         logging.basicConfig(level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s %(message)s")
         clear_last(Path(cfg.data_dir or ".tokenplane") / "run")  # metrics count from zero
         counters = _host_counters(cfg, n)
-        target = functools.partial(_run_worker, config, h, p, n)  # (index, ready)
+        target = functools.partial(_run_worker, config, overrides, h, p, n)  # (index, ready)
         try:
             code = Supervisor(multiprocessing.get_context("spawn"), target, n,
                               on_all_serving=_banner(h, p, n, cfg.observe.metrics.listen)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from tokenplane.compose.overrides import OverrideError, apply_overrides
 from tokenplane.config.schema import GatewayConfig
 from tokenplane.routing.profiles import check_profile
 
@@ -300,9 +302,17 @@ def _environment(cfg: GatewayConfig) -> list[str]:
     return bad
 
 
-def load_config(path: str | Path | None) -> GatewayConfig:
-    """Load ``path`` (YAML) or the embedded default; env overrides apply to both."""
-    cfg = validate_config(_read(path))
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> GatewayConfig:
+    """Load ``path`` (YAML) or the embedded default; ``overrides`` (``serve --set
+    key=value``, :mod:`compose.overrides`) apply to its data before validation, the
+    environment's after, to both."""
+    data = _read(path)
+    if overrides:
+        try:
+            data = apply_overrides(data, overrides)
+        except OverrideError as exc:
+            raise ConfigError([str(exc)]) from None
+    cfg = validate_config(data)
     bad = _environment(cfg)
     if bad:
         raise ConfigError(bad)

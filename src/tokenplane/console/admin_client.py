@@ -17,7 +17,9 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from tokenplane.auth.roles import role_of, route_problem
 from tokenplane.errors import GatewayError
+from tokenplane.meta.keystore import KeyStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +33,11 @@ class AdminAnswer:
 
 
 async def admin_get(request: web.Request, key: str, path: str,
-                    query: dict[str, str] | None = None) -> AdminAnswer:
-    """GET ``path`` (``/admin/v1/...``) through this app's router as ``key``."""
+                    query: dict[str, str] | None = None,
+                    keys: KeyStore | None = None) -> AdminAnswer:
+    """GET ``path`` (``/admin/v1/...``) through this app's router as ``key``; with
+    ``keys``, the role gate of the admin routes first (api/admin_gate.py: an
+    in-process call does not pass the app's middlewares)."""
     url = URL.build(path=path, query={k: v for k, v in (query or {}).items() if v})
     headers = CIMultiDict({"Authorization": f"Bearer {key}", "Accept": "application/json"})
     inner = request.clone(method="GET", rel_url=url, headers=headers)
@@ -41,6 +46,13 @@ async def admin_get(request: web.Request, key: str, path: str,
         return AdminAnswer(match.http_exception.status, {"message": "not available"})
     inner._match_info = match  # what the app's own dispatch sets before the handler
     match.add_app(request.app)
+    principal = keys.authenticate(key) if keys is not None else None
+    resource = match.route.resource
+    if principal is not None and resource is not None:
+        problem = route_problem(role_of(principal.admin, principal.role), "GET",
+                                resource.canonical)
+        if problem is not None:
+            return AdminAnswer(403, {"message": problem, "code": "admin_required"})
     try:
         resp = await match.handler(inner)
     except GatewayError as err:

@@ -58,7 +58,7 @@ class Page:
             raise PageError(403, "error.admin_only")
 
     async def admin_api(self, path: str, query: dict[str, str] | None = None) -> AdminAnswer:
-        return await admin_get(self.request, self.key, path, query)
+        return await admin_get(self.request, self.key, path, query, self.parts.keys)
 
 
 Data = dict[str, Any]

@@ -8,6 +8,7 @@ the session); every POST carries the session's CSRF token and comes from this ho
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -20,8 +21,10 @@ import orjson
 from aiohttp import web
 
 from tokenplane.auth.principal import Principal
-from tokenplane.console.guard import same_origin, secure
+from tokenplane.auth.roles import OPERATOR, page_allowed, role_of
+from tokenplane.console.guard import client_host, same_origin, secure
 from tokenplane.console.i18n import LANGUAGES, Translator, load_catalogs, pick_language
+from tokenplane.console.oidc import FLOW_COOKIE, FLOW_TTL_S, OidcClient, SignInError, identity
 from tokenplane.console.page import Data, Page, PageError
 from tokenplane.console.pages import (
     advice,
@@ -38,11 +41,14 @@ from tokenplane.console.pages import (
 )
 from tokenplane.console.parts import ConsoleParts
 from tokenplane.console.session import COOKIE, LANG_COOKIE, Session, SessionCodec, console_secret
+from tokenplane.meta.directory import Directory
 
 PREFIX = "/console"
 LOGIN_COOKIE = "tp_login"
 Builder = Callable[[Page], Awaitable[Data]]
 # the pages in the menu's order: (name, builder, admin keys only)
+log = logging.getLogger("tokenplane.console")
+SSO_KEY_PREFIX = "oidc:"  # the name of a key made for a single sign-on
 PAGES: tuple[tuple[str, Builder, bool], ...] = (
     ("overview", overview.build, False),
     ("usage", usage.build, False),
@@ -101,7 +107,10 @@ class ConsoleRoutes:
         self.parts = parts
         self.clock = clock
         cfg = parts.config
-        self.codec = SessionCodec(console_secret(parts.home, cfg.secret_env), cfg.session_ttl_s)
+        secret = console_secret(parts.home, cfg.secret_env)
+        self.codec = SessionCodec(secret, cfg.session_ttl_s)
+        self.oidc = OidcClient(cfg.oidc, secret) if cfg.oidc is not None else None
+        self._dir: Directory | None = None  # opened on the first single sign-on
         self.catalogs = load_catalogs()
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("tokenplane.console", "templates"),
@@ -117,6 +126,8 @@ class ConsoleRoutes:
         r.add_get(PREFIX + "/login", self.login_form)
         r.add_post(PREFIX + "/login", self.login)
         r.add_post(PREFIX + "/logout", self.logout)
+        r.add_get(PREFIX + "/oidc/login", self.oidc_login)
+        r.add_get(PREFIX + "/oidc/callback", self.oidc_callback)
         r.add_get(PREFIX + "/lang", self.switch_language)
         r.add_get(PREFIX + "/usage.csv", self.usage_csv)
         r.add_post(PREFIX + "/audit/verify", self.verify_audit)
@@ -157,17 +168,24 @@ class ConsoleRoutes:
     def _to_login(self, request: web.Request) -> web.Response:
         return redirect(f"{PREFIX}/login")
 
+    def _first_page(self, principal: Principal) -> str:
+        """Where a signed-in key lands: its first page (auth/roles.py CONSOLE_RULES)."""
+        role = role_of(principal.admin, principal.role)
+        return next((f"{PREFIX}/{n}" for n, _, _ in PAGES if page_allowed(role, n)),
+                    f"{PREFIX}/login")
+
     async def home(self, request: web.Request) -> web.Response:
-        return redirect(f"{PREFIX}/overview" if self._signed_in(request)
-                        else f"{PREFIX}/login")
+        found = self._signed_in(request)
+        return redirect(self._first_page(found[0]) if found else f"{PREFIX}/login")
 
     async def login_form(self, request: web.Request, error: str | None = None,
                          status: int = 200) -> web.Response:
-        if error is None and self._signed_in(request) is not None:
-            return redirect(f"{PREFIX}/overview")
+        found = self._signed_in(request) if error is None else None
+        if found is not None:
+            return redirect(self._first_page(found[0]))
         token = secrets.token_urlsafe(24)
         resp = self._render(request, "login.html", status, csrf=token, error=error,
-                            nav=None)
+                            nav=None, sso=self.oidc is not None)
         self._cookie(request, resp, LOGIN_COOKIE, token, 3600)
         return resp
 
@@ -178,10 +196,14 @@ class ConsoleRoutes:
         if not (same_origin(request) and expected and hmac.compare_digest(token, expected)):
             return self._forbidden(request)
         key = str(form.get("key", "")).strip()
-        if not key or self.parts.keys.authenticate(key) is None:
+        principal = self.parts.keys.authenticate(key) if key else None
+        if principal is None:
             return await self.login_form(request, "login.bad_key", 401)
+        landing = self._first_page(principal)
+        if landing == f"{PREFIX}/login":  # an inference-only key: no page at all
+            return await self.login_form(request, "login.no_pages", 403)
         cookie, _ = self.codec.issue(key)
-        resp = redirect(f"{PREFIX}/overview")
+        resp = redirect(landing)
         self._cookie(request, resp, COOKIE, cookie, self.parts.config.session_ttl_s)
         return resp
 
@@ -192,9 +214,78 @@ class ConsoleRoutes:
         if found is not None:  # ended for every copy of the cookie, on every replica
             self.parts.keys.end_session(found[1].sid,
                                         time.time() + self.parts.config.session_ttl_s)
+            principal = self.parts.keys.authenticate(found[1].key)
+            rec = self.parts.keys.get(principal.key_id) if principal is not None else None
+            if rec is not None and (rec.name or "").startswith(SSO_KEY_PREFIX):
+                self.parts.keys.revoke(rec.id)  # a single sign-on's key ends with it
         resp = redirect(f"{PREFIX}/login")
         resp.del_cookie(COOKIE, path=PREFIX)
         return resp
+
+    # --- single sign-on (console/oidc.py) ---------------------------------------------
+    def _redirect_uri(self, request: web.Request) -> str:
+        assert self.parts.config.oidc is not None
+        if self.parts.config.oidc.redirect_uri:
+            return self.parts.config.oidc.redirect_uri
+        scheme = "https" if secure(request, self.parts.config) else "http"
+        return f"{scheme}://{client_host(request)}{PREFIX}/oidc/callback"
+
+    async def oidc_login(self, request: web.Request) -> web.Response:
+        if self.oidc is None:
+            raise web.HTTPNotFound()
+        try:
+            url, cookie = await self.oidc.start(self._redirect_uri(request))
+        except SignInError as err:
+            return await self._sso_failed(request, err)
+        resp = web.Response(status=303, headers={"Location": url, **SECURITY_HEADERS})
+        # Lax: the provider's redirect back is a cross-site navigation
+        resp.set_cookie(FLOW_COOKIE, cookie, max_age=FLOW_TTL_S, path=PREFIX, httponly=True,
+                        samesite="Lax", secure=secure(request, self.parts.config))
+        return resp
+
+    async def oidc_callback(self, request: web.Request) -> web.Response:
+        if self.oidc is None or self.parts.config.oidc is None:
+            raise web.HTTPNotFound()
+        cfg = self.parts.config.oidc
+        try:
+            flow = self.oidc.flow(request.cookies.get(FLOW_COOKIE))
+            state, code = request.query.get("state", ""), request.query.get("code", "")
+            if request.query.get("error"):
+                raise SignInError(403, f"the provider said {request.query['error']}")
+            if flow is None or not code or not hmac.compare_digest(state, flow.state):
+                raise SignInError(400, "this sign-in is not the one this browser started")
+            who = identity(await self.oidc.finish(flow, code), cfg)
+            if who.role != OPERATOR and not self.directory_has(who.tenant):
+                raise SignInError(403, f"no tenant '{who.tenant}' here")
+        except SignInError as err:
+            return await self._sso_failed(request, err)
+        key, _ = self.parts.keys.create_key(
+            who.tenant, who.department, None, f"{SSO_KEY_PREFIX}{who.subject}"[:200],
+            role=who.role, expires_at=self.clock() + self.parts.config.session_ttl_s)
+        cookie, _ = self.codec.issue(key)
+        principal = self.parts.keys.authenticate(key)
+        landing = self._first_page(principal) if principal is not None else PREFIX
+        # a page, not a redirect: the browser then comes back same-site, and sends
+        # the Strict session cookie (a redirect would continue the cross-site chain)
+        resp = self._render(request, "signed_in.html", nav=None, landing=landing)
+        # one Set-Cookie per answer: the front's relay joins repeated headers (the flow
+        # cookie expires by itself; its code cannot be exchanged twice)
+        self._cookie(request, resp, COOKIE, cookie, self.parts.config.session_ttl_s)
+        return resp
+
+    def directory_has(self, tenant: str) -> bool:
+        return any(t["name"] == tenant for t in self._directory().tenants())
+
+    def _directory(self) -> Directory:
+        from tokenplane.meta.open_stores import open_directory
+
+        if self._dir is None:
+            self._dir = open_directory(self.parts.keys)
+        return self._dir
+
+    async def _sso_failed(self, request: web.Request, err: SignInError) -> web.Response:
+        log.warning("console single sign-on failed: %s", err)
+        return await self.login_form(request, "login.sso_failed", err.status)
 
     async def _csrf_ok(self, request: web.Request, session: Session) -> bool:
         form = await request.post()
@@ -225,6 +316,9 @@ class ConsoleRoutes:
                 return self._to_login(request)
             principal, session = found
             nav = self._nav(principal, name, session)
+            if not page_allowed(role_of(principal.admin, principal.role), name):
+                return self._render(request, "error.html", 403, nav=nav,
+                                    message="error.role")
             page = Page(request, principal, session.key, self.parts, self.clock())
             try:
                 data = await builder(page)
@@ -236,7 +330,8 @@ class ConsoleRoutes:
         return handler
 
     def _nav(self, principal: Principal, current: str, session: Session) -> dict[str, Any]:
-        return {"pages": [n for n, _, admin in PAGES if principal.admin or not admin],
+        role = role_of(principal.admin, principal.role)
+        return {"pages": [n for n, _, _ in PAGES if page_allowed(role, n)],
                 "current": current, "csrf": session.csrf,
                 "who": "admin" if principal.admin else principal.tenant,
                 "key_id": principal.key_id}
@@ -248,6 +343,8 @@ class ConsoleRoutes:
             return self._to_login(request)
         principal, session = found
         nav = self._nav(principal, "audit", session)
+        if not page_allowed(role_of(principal.admin, principal.role), "audit"):
+            return self._render(request, "error.html", 403, nav=nav, message="error.role")
         page = Page(request, principal, session.key, self.parts, self.clock())
         try:
             data = await audit.build(page)  # before the body is read: it clones the request
@@ -265,6 +362,10 @@ class ConsoleRoutes:
         if found is None:
             return self._to_login(request)
         principal, session = found
+        if not page_allowed(role_of(principal.admin, principal.role), "usage"):
+            return self._render(request, "error.html", 403,
+                                nav=self._nav(principal, "usage", session),
+                                message="error.role")
         page = Page(request, principal, session.key, self.parts, self.clock())
         try:
             data = await usage.build(page)

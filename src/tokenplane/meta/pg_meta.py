@@ -62,6 +62,13 @@ META_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "CREATE TABLE console_signouts (sid text PRIMARY KEY,"
         " expires_at double precision NOT NULL)",
     )),
+    # roles, expiry and last use (expand only: release N, which selects its columns by
+    # name, keeps serving on a database N+1 migrated)
+    (3, (
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS role text",
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS expires_at double precision",
+        "ALTER TABLE api_keys ADD COLUMN IF NOT EXISTS last_used_at double precision",
+    )),
 )
 
 

@@ -22,7 +22,7 @@ from tokenplane.admission.binding import LimitTable
 from tokenplane.admission.limits import LimitError, ScopeLimits
 from tokenplane.auth.principal import Principal
 from tokenplane.meta.directory import Directory
-from tokenplane.meta.keystore import KEY_PREFIX, KeyRecord, KeyStore, hash_key
+from tokenplane.meta.keystore import KEY_PREFIX, KeyRecord, KeyStore, hash_key, record_of
 from tokenplane.meta.limit_store import (
     LimitEntry,
     LimitStore,
@@ -33,13 +33,15 @@ from tokenplane.meta.limit_store import (
 )
 from tokenplane.meta.pg_meta import PgMeta
 
-_KEY_COLUMNS = "id, prefix, tenant, department, app, name, admin, created_at, revoked_at, hash"
+BOOTSTRAP_LOCK_ID = 7_231_404_552  # the first start's key (pg_meta's migrations: ..551)
+_KEY_COLUMNS = ("id, prefix, tenant, department, app, name, admin, created_at, revoked_at, hash,"
+                " role, expires_at, last_used_at")
 _TARGET_WHERE = ("tenant=$1 AND department=$2 AND app=$3 AND key_id=$4 AND end_user=$5 "
                  "AND model=$6")
 
 
 def _record(r: Any) -> KeyRecord:
-    return KeyRecord(r[0], r[1], r[2], r[3], r[4], r[5], bool(r[6]), r[7], r[8])
+    return record_of(r)
 
 
 class PgKeyStore(KeyStore):
@@ -51,6 +53,7 @@ class PgKeyStore(KeyStore):
         self._lock = threading.Lock()
         self._by_hash: dict[str, KeyRecord] = {}
         self._signed_out: frozenset[str] = frozenset()
+        self._used: dict[str, float] = {}
         meta.on_change(self._load)
 
     async def _load(self, con: Any) -> None:
@@ -76,11 +79,24 @@ class PgKeyStore(KeyStore):
     def authenticate(self, key: str) -> Principal | None:
         digest = hash_key(key)
         rec = self._by_hash.get(digest)
-        if rec is None or rec.revoked_at is not None:
+        now = time.time()
+        if rec is None or not rec.live(now):
             return None
         if not hmac.compare_digest(hash_key(key), digest):
             return None
+        self._used[rec.id] = now
         return rec.principal()
+
+    def _write_last_used(self, used: dict[str, float]) -> None:
+        self.meta.write([("UPDATE api_keys SET last_used_at = GREATEST(COALESCE(last_used_at,"
+                          " 0), $1) WHERE id = $2", (ts, key_id))
+                         for key_id, ts in used.items()])
+
+    def set_expiry(self, key_id: str, expires_at: float | None) -> bool:
+        (count,) = self.meta.write([(
+            "UPDATE api_keys SET expires_at = $1 WHERE id = $2 AND revoked_at IS NULL"
+            " AND (expires_at IS NULL OR expires_at > $1)", (expires_at, key_id))])
+        return count > 0
 
     @staticmethod
     def _scope_statements(tenant: str, department: str | None,
@@ -105,16 +121,36 @@ class PgKeyStore(KeyStore):
         self.meta.write(self._scope_statements(tenant, department, app))
 
     def create_key(self, tenant: str, department: str | None = None, app: str | None = None,
-                   name: str | None = None, admin: bool = False) -> tuple[str, KeyRecord]:
+                   name: str | None = None, admin: bool = False, role: str | None = None,
+                   expires_at: float | None = None) -> tuple[str, KeyRecord]:
+        admin = admin or role == "operator"
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         rec = KeyRecord("key_" + secrets.token_hex(6), key[:10], tenant, department, app, name,
-                        admin, time.time(), None)
+                        admin, time.time(), None, "operator" if admin else role, expires_at)
         self.meta.write([*self._scope_statements(tenant, department, app), (
             "INSERT INTO api_keys (id, hash, prefix, tenant, department, app, name, admin,"
-            " created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            " created_at, role, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,"
+            " $11)",
             (rec.id, hash_key(key), rec.prefix, tenant, department, app, name, admin,
-             rec.created_at))])
+             rec.created_at, rec.role, expires_at))])
         return key, rec
+
+    def create_first_key(self, tenant: str, name: str) -> tuple[str, KeyRecord] | None:
+        """An admin key if the database holds none: the check and the insert run in one
+        transaction under an advisory lock, so of replicas starting together on one
+        database exactly one creates it (the others' statement, run once the lock is
+        theirs, sees its row)."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        rec = KeyRecord("key_" + secrets.token_hex(6), key[:10], tenant, None, None, name,
+                        True, time.time(), None, "operator")
+        counts = self.meta.write([
+            ("SELECT pg_advisory_xact_lock($1)", (BOOTSTRAP_LOCK_ID,)),
+            *self._scope_statements(tenant, None, None),
+            ("INSERT INTO api_keys (id, hash, prefix, tenant, name, admin, created_at, role)"
+             " SELECT $1, $2, $3, $4, $5, true, $6, 'operator'"
+             " WHERE NOT EXISTS (SELECT 1 FROM api_keys)",
+             (rec.id, hash_key(key), rec.prefix, tenant, name, rec.created_at))])
+        return (key, rec) if counts[-1] == 1 else None
 
     def revoke(self, key_id: str) -> bool:
         (count,) = self.meta.write([(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from tokenplane.auth.principal import Principal
+from tokenplane.auth.scope_check import check_inference_scope
 from tokenplane.config.schema import ModelConfig
 from tokenplane.dialects.base import api_key
 from tokenplane.errors import GatewayError, invalid
@@ -57,6 +58,7 @@ class AuthStage:
         principal = self.keys.authenticate(key)
         if principal is None:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
+        check_inference_scope(principal)  # auth/scope_check.py: read-only keys stop here
         ctx.principal = principal
 
 

@@ -23,7 +23,9 @@ async def build(page: Page) -> Data:
     query["limit"] = query["limit"] or str(min(page.parts.config.max_rows, 1000))
     if query["verdict"] and query["verdict"] not in VERDICTS:
         raise PageError(400, "error.bad_input")
-    answer = await page.admin_api("/admin/v1/audit", {**query, "tenant": tenant or ""})
+    # requests and admin actions (kind admin: who changed which key, limit or budget)
+    answer = await page.admin_api("/admin/v1/audit",
+                                  {**query, "tenant": tenant or "", "kind": "all"})
     if answer.status == 400:
         raise PageError(400, "error.bad_input")
     if not answer.ok:

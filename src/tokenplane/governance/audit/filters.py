@@ -12,7 +12,8 @@ import orjson
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
     """``tenant`` None means every tenant: only for an operator (an admin key, the
-    CLI). ``requests_only`` False also passes checkpoints (when ``tenant`` is None)."""
+    CLI). ``requests_only`` False also passes checkpoints (when ``tenant`` is None).
+    ``admin_actions``: also the ``kind: admin`` records (governance/audit/admin_action)."""
 
     tenant: str | None = None
     key_id: str | None = None
@@ -21,13 +22,19 @@ class AuditFilter:
     verdict: str | None = None
     requests_only: bool = True
     app: str | None = None
+    admin_actions: bool = False
+    requests: bool = True  # False with admin_actions: the admin actions alone
 
     def accepts(self, rec: dict[str, Any]) -> bool:
         """The exact test, on a parsed record."""
-        if rec.get("kind") != "request":
+        kind = rec.get("kind")
+        if kind == "admin" and self.admin_actions:
+            if self.tenant is not None and rec.get("tenant") != self.tenant:
+                return False
+        elif kind != "request":
             if self.requests_only or self.tenant is not None:
                 return False
-        elif self.tenant is not None and rec.get("tenant") != self.tenant:
+        elif not self.requests or (self.tenant is not None and rec.get("tenant") != self.tenant):
             return False
         if self.key_id is not None and rec.get("key_id") != self.key_id:
             return False
@@ -49,6 +56,6 @@ class AuditFilter:
         ``\\u`` escapes (the writer's orjson never does that for printable text)."""
         out = [orjson.dumps(v) for v in (self.verdict, self.key_id, self.app, self.tenant)
                if v is not None]
-        if self.requests_only or self.tenant is not None:
+        if not self.admin_actions and (self.requests_only or self.tenant is not None):
             out.append(b'"request"')  # in almost every line: last
         return tuple(out)
