@@ -18,6 +18,7 @@ from aiohttp import web
 
 from tokenplane.api.openai_routes import REQUEST_ID
 from tokenplane.auth.principal import Principal
+from tokenplane.auth.roles import inference_problem, role_of
 from tokenplane.mcp import jsonrpc
 from tokenplane.mcp.gateway.service import SESSION_HEADER, Caller, McpService, Reply
 from tokenplane.meta.keystore import KeyStore
@@ -71,11 +72,16 @@ class McpRoutes:
             err = jsonrpc.RpcError(UNAUTHORIZED, "Unauthorized: send a tokenplane API key as "
                                    "'Authorization: Bearer <key>'", status=401)
             return _answer(Reply(401, err.body(None), {"www-authenticate": "Bearer"}))
+        problem = inference_problem(role_of(principal.admin, principal.role))
+        if problem is not None:  # a read-only key calls no tools (auth/scope_check.py)
+            return _answer(Reply(403, jsonrpc.RpcError(UNAUTHORIZED, problem,
+                                                       status=403).body(None), {}))
         h = request.headers
         return Caller(principal, request.match_info.get("server"),
                       session_id=h.get(SESSION_HEADER) or None,
                       model=(h.get("x-tokenplane-model") or "").strip() or None,
-                      agent_session=(h.get("x-tokenplane-session") or "").strip() or None,
+                      agent_session=(h.get("x-tokenplane-session")
+                                     or h.get("x-claude-code-session-id") or "").strip() or None,
                       request_id=str(request.get(REQUEST_ID, "")))
 
     def _principal(self, request: web.Request) -> Principal | None:

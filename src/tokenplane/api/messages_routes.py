@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tokenplane.auth.scope_check import check_inference_scope
 from tokenplane.dialects.anthropic.request import to_chat
 from tokenplane.dialects.base import api_key
 from tokenplane.dialects.extensions import strip_extensions
@@ -65,6 +66,7 @@ class MessagesRoutes:
         principal = self.keys.authenticate(key) if key else None
         if principal is None:
             raise GatewayError(401, "You didn't provide a valid API key.", code="invalid_api_key")
+        check_inference_scope(principal)  # a read-only key counts no prompt
         v.check_content_type(request.headers.get("content-type"))
         raw = v.parse_json_object(await request.read())
         if "max_tokens" in raw:

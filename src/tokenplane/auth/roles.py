@@ -62,6 +62,8 @@ ADMIN_RULES: Final[dict[tuple[str, str], frozenset[str]]] = {
     ("GET", "/admin/v1/usage/sources"): _SELF,
     ("GET", "/admin/v1/usage/prompts"): _SELF,
     ("GET", "/admin/v1/usage/top"): _SELF,
+    ("GET", "/admin/v1/usage/clients"): _SELF,
+    ("GET", "/admin/v1/tools"): _SELF,
     ("GET", "/admin/v1/sessions"): _SELF,
     ("GET", "/admin/v1/sessions/{session_id}"): _SELF,
     ("GET", "/admin/v1/advice"): _SELF,
@@ -78,6 +80,7 @@ CONSOLE_RULES: Final[dict[str, frozenset[str]]] = {
     "overview": _PAGES_SELF, "usage": _PAGES_SELF, "budgets": _PAGES_SELF,
     "slos": _PAGES_SELF, "sessions": _PAGES_SELF, "versions": _PAGES_SELF,
     "advice": _PAGES_SELF, "cluster": frozenset(), "audit": frozenset({AUDITOR, LEGACY}),
+    "tools": _PAGES_SELF,
 }
 
 

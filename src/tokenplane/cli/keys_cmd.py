@@ -100,13 +100,22 @@ def register(app: typer.Typer) -> None:
             recs = store.list_keys(tenant)
         finally:
             store.close()
-        table = Table("id", "prefix", "tenant", "department", "app", "name", "role", "created",
-                      "expires", "last used", "revoked")
+        # within 100 columns the key's id, tenant, role and times; --wide: every column
+        cols = (("id", "prefix", "tenant", "department", "app", "name", "role", "created",
+                 "expires", "last used", "revoked") if wide else
+                ("id", "tenant", "app", "role", "expires", "last used", "revoked"))
+        table = Table(*cols)
+        table.columns[0].no_wrap = True
         for r in recs:
-            table.add_row(r.id, r.prefix + "…", r.tenant, r.department or "", r.app or "",
-                          r.name or "", role_of(r.admin, r.role) or "-", _ts(r.created_at),
-                          _ts(r.expires_at), _ts(r.last_used_at), _ts(r.revoked_at))
+            row = {"id": r.id, "prefix": r.prefix + "…", "tenant": r.tenant,
+                   "department": r.department or "", "app": r.app or "", "name": r.name or "",
+                   "role": role_of(r.admin, r.role) or "-", "created": _ts(r.created_at),
+                   "expires": _ts(r.expires_at), "last used": _ts(r.last_used_at),
+                   "revoked": _ts(r.revoked_at)}
+            table.add_row(*(row[c] for c in cols))
         Console(width=10_000 if wide else WIDTH).print(table)
+        if not wide:
+            typer.echo("(also prefix, department, name and created: --wide)")
 
     @keys.command("revoke")
     def revoke(
