@@ -6,7 +6,6 @@ request): nothing else in the gateway changes (docs/EXTENDING.md, "A wire dialec
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -36,28 +35,35 @@ class Shout(Dialect):
         u = Usage.read(obj.get("usage")) or Usage()
         return orjson.dumps({"shout": text.upper(), "used": {"in": u.input, "out": u.output}})
 
-    async def stream(self, events: AsyncIterator[bytes], info: AnswerInfo
-                     ) -> AsyncIterator[bytes]:
-        used = Usage()
-        try:
-            async for item in events:
-                for ev in item.split(b"\n\n"):
-                    data = event_payload(ev) if ev else None
-                    if data is None:
-                        if ev.startswith(b"data: [DONE]"):
-                            end = {"end": True, "used": {"in": used.input, "out": used.output}}
-                            yield b"data: " + orjson.dumps(end) + b"\n\n"
-                        continue
-                    obj = orjson.loads(data)
-                    used = Usage.read(obj.get("usage")) or used
-                    for ch in obj.get("choices") or ():
-                        piece = (ch.get("delta") or {}).get("content")
-                        if piece:
-                            yield b"data: " + orjson.dumps({"piece": piece.upper()}) + b"\n\n"
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+    def renderer(self, info: AnswerInfo) -> ShoutRenderer:
+        return ShoutRenderer()
+
+
+class ShoutRenderer:
+    """One stream: each piece of text shouted, then the tokens used."""
+
+    def __init__(self) -> None:
+        self.used = Usage()
+
+    def start(self) -> bytes:
+        return b""
+
+    def feed(self, item: bytes) -> bytes:
+        out = []
+        for ev in item.split(b"\n\n"):
+            data = event_payload(ev) if ev else None
+            if data is None:
+                if ev.startswith(b"data: [DONE]"):
+                    used = {"in": self.used.input, "out": self.used.output}
+                    out.append(b"data: " + orjson.dumps({"end": True, "used": used}) + b"\n\n")
+                continue
+            obj = orjson.loads(data)
+            self.used = Usage.read(obj.get("usage")) or self.used
+            for ch in obj.get("choices") or ():
+                piece = (ch.get("delta") or {}).get("content")
+                if piece:
+                    out.append(b"data: " + orjson.dumps({"piece": piece.upper()}) + b"\n\n")
+        return b"".join(out)
 
 
 SHOUT = Shout()

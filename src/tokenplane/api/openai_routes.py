@@ -149,8 +149,8 @@ def rendered(reply: Reply, dialect: Dialect, info: AnswerInfo) -> Reply:
     headers = {**reply.headers, **dialect.error_headers(info.request_id)}
     if reply.stream is None:
         return Reply(reply.status, headers, body=dialect.answer(reply.body or b"", info))
-    return Reply(reply.status, headers, stream=dialect.stream(reply.stream, info),
-                 abandon=reply.abandon)
+    return Reply(reply.status, headers, stream=reply.stream, abandon=reply.abandon,
+                 render=dialect.renderer(info))
 
 
 def model_card(alias: str) -> dict[str, Any]:
@@ -227,12 +227,18 @@ class OpenAIRoutes:
     async def _stream(self, request: web.Request, rid: str, reply: Reply) -> web.StreamResponse:
         assert reply.stream is not None
         resp = web.StreamResponse(status=reply.status, headers=stream_headers(reply, rid))
-        stream = reply.stream
+        stream, render = reply.stream, reply.render
         started = False
         try:
             await resp.prepare(request)
             started = True  # iterated from here: the stream's own finally cleans up
+            if render is not None:
+                await resp.write(render.start())
             async for event in stream:
+                if render is not None:
+                    event = render.feed(event)
+                    if not event:
+                        continue
                 await resp.write(event)
         except (ConnectionResetError, ConnectionError):
             pass  # the client went away: closing the stream cancels the upstream

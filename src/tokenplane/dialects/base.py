@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from tokenplane.dialects.usage import Usage
 from tokenplane.errors import GatewayError, error_body
@@ -29,6 +30,17 @@ class AnswerInfo:
     model: str
     request_id: str
     input_tokens: int = 0
+
+
+class StreamRenderer(Protocol):
+    """A stream's rendering in a dialect, one per stream: ``start`` the events before
+    any upstream one, ``feed`` each item of canonical SSE bytes (one or more whole
+    events; ``[DONE]`` among them ends the rendering) as the dialect's bytes. Plain
+    calls, no generator of its own: the writer applies it to what it writes."""
+
+    def start(self) -> bytes: ...
+
+    def feed(self, item: bytes) -> bytes: ...
 
 
 class Dialect:
@@ -59,9 +71,15 @@ class Dialect:
         """A whole canonical answer (a ``chat.completion`` JSON) in this dialect."""
         return body
 
+    def renderer(self, info: AnswerInfo) -> StreamRenderer | None:
+        """What renders one stream in this dialect (None: the canonical bytes as they are)."""
+        return None
+
     def stream(self, events: AsyncIterator[bytes], info: AnswerInfo) -> AsyncIterator[bytes]:
-        """The canonical stream's SSE bytes (``data:`` chunks, ``[DONE]``) in this dialect."""
-        return events
+        """The canonical stream's SSE bytes (``data:`` chunks, ``[DONE]``) in this dialect,
+        as an iterator (for a writer that does not apply :meth:`renderer` itself)."""
+        render = self.renderer(info)
+        return events if render is None else rendered_stream(events, render)
 
     def usage(self, usage: Usage) -> Mapping[str, object]:
         """A usage value in this dialect's fields."""
@@ -69,6 +87,21 @@ class Dialect:
 
 
 OPENAI = Dialect()
+
+
+async def rendered_stream(events: AsyncIterator[bytes], render: StreamRenderer
+                          ) -> AsyncIterator[bytes]:
+    """``events`` rendered by ``render``; closing it closes ``events``."""
+    try:
+        yield render.start()
+        async for item in events:
+            out = render.feed(item)
+            if out:
+                yield out
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def api_key(headers: Mapping[str, str], names: tuple[str, ...]) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from tokenplane.dialects.base import StreamRenderer
 from tokenplane.errors import GatewayError
 from tokenplane.pipeline.client_watch import ClientGone
 from tokenplane.pipeline.context import RequestContext
@@ -36,6 +37,9 @@ class Reply:
     body: bytes | None = None
     stream: AsyncIterator[bytes] | None = None
     abandon: Callable[[], Awaitable[None]] | None = None
+    # the client's dialect's rendering of the canonical stream, applied by the writer
+    # to what it writes (None: the canonical bytes as they are)
+    render: StreamRenderer | None = None
 
 
 class Pipeline:

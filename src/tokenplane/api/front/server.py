@@ -219,7 +219,7 @@ class Front:
                 headers.update(cors)
             conn.respond(req, reply.status, headers, reply.body or b"")
             return
-        stream = reply.stream
+        stream, render = reply.stream, reply.render
         started = False
         headers = stream_headers(reply, rid)
         if cors:
@@ -227,7 +227,13 @@ class Front:
         try:
             conn.start_stream(req, reply.status, headers)
             started = True  # iterated from here: the stream's own finally cleans up
+            if render is not None:  # the client's dialect's opening events
+                conn.write_chunk(render.start())
             async for event in stream:
+                if render is not None:
+                    event = render.feed(event)
+                    if not event:
+                        continue
                 conn.write_chunk(event)
                 if conn.write_paused:
                     await conn.drain(self.stall_s)

@@ -4,7 +4,6 @@ rendered as a Messages answer and Messages events (``answer.py``, ``stream.py``)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -62,41 +61,47 @@ class AnthropicDialect(Dialect):
     def usage(self, usage: Usage) -> dict[str, Any]:
         return usage.to_anthropic()
 
-    async def stream(self, events: AsyncIterator[bytes], info: AnswerInfo
-                     ) -> AsyncIterator[bytes]:
-        out = MessagesStream(model=info.model, message_id=message_id(info.request_id),
-                             input_usage=Usage(input=info.input_tokens))
-        ended = False
-        try:
-            yield out.start()
-            async for item in events:
-                frames: list[bytes] = []
-                for ev in item.split(b"\n\n"):
-                    if not ev or ended:
-                        continue
-                    # the common event, one data line of a JSON object, read in place
-                    data = ev[6:] if ev.startswith(b"data: {") and b"\n" not in ev \
-                        else event_payload(ev)
-                    if data is None:
-                        if ev.startswith(b"data: [DONE]"):
-                            frames.append(out.finish())
-                            ended = True
-                        continue  # SSE comments (a budget's note) have no Messages form
-                    obj = orjson.loads(data)
-                    if not isinstance(obj, dict):
-                        continue
-                    if "error" in obj:
-                        frames.append(out.error(upstream_error(obj), info.request_id))
-                        ended = True  # an error event ends a Messages stream
-                    else:
-                        frames.append(out.feed(obj))
-                chunk = b"".join(frames)
-                if chunk:
-                    yield chunk
-        finally:
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                await aclose()
+    def renderer(self, info: AnswerInfo) -> MessagesRenderer:
+        return MessagesRenderer(info)
+
+
+class MessagesRenderer:
+    """One stream's canonical events rendered as Messages events (``stream.py``)."""
+
+    __slots__ = ("ended", "out", "request_id")
+
+    def __init__(self, info: AnswerInfo) -> None:
+        self.out = MessagesStream(model=info.model, message_id=message_id(info.request_id),
+                                  input_usage=Usage(input=info.input_tokens))
+        self.request_id = info.request_id
+        self.ended = False
+
+    def start(self) -> bytes:
+        return self.out.start()
+
+    def feed(self, item: bytes) -> bytes:
+        out = self.out
+        frames: list[bytes] = []
+        for ev in item.split(b"\n\n"):
+            if not ev or self.ended:
+                continue
+            # the common event, one data line of a JSON object, read in place
+            data = ev[6:] if ev.startswith(b"data: {") and b"\n" not in ev \
+                else event_payload(ev)
+            if data is None:
+                if ev.startswith(b"data: [DONE]"):
+                    frames.append(out.finish())
+                    self.ended = True
+                continue  # SSE comments (a budget's note) have no Messages form
+            obj = orjson.loads(data)
+            if not isinstance(obj, dict):
+                continue
+            if "error" in obj:
+                frames.append(out.error(upstream_error(obj), self.request_id))
+                self.ended = True  # an error event ends a Messages stream
+            else:
+                frames.append(out.feed(obj))
+        return frames[0] if len(frames) == 1 else b"".join(frames)
 
 
 ANTHROPIC = AnthropicDialect()
