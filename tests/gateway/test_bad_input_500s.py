@@ -81,7 +81,8 @@ def test_completion_token_ids_out_of_range(gateway: GatewayThread, api_key: str,
 def test_completion_token_id_lists_of_lists(gateway: GatewayThread, api_key: str) -> None:
     resp = _post(gateway, api_key, "/completions",
                  {"model": MODEL, "prompt": [[1, 2], [1000000000000]], "max_tokens": 3})
-    _bad(resp, "prompt[0]")  # a token id, not an array
+    # a batch of two prompts: the second holds an id outside the vocabulary
+    assert _bad(resp, "prompt[1]")["code"] == "invalid_token_id"
     _still_serves(gateway, api_key)
 
 

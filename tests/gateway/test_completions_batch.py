@@ -126,12 +126,13 @@ def test_admission_reserves_the_prompts_sum_and_every_output(gw: GatewayThread) 
 
 
 def test_a_clamped_batch_gets_a_cap_per_prompt(gw: GatewayThread) -> None:
-    """What the limit leaves for output is shared by the prompts: 10 tokens over 3
-    prompts is a cap of 3 each."""
+    """The request's share of what the limit leaves (half of it, with nothing else in
+    flight: docs/ADMISSION.md, the clamp) is shared by its prompts: 20 tokens left, a
+    share of 10, over 3 prompts is a cap of 3 each."""
     prompt = sum(_count(gw, p) for p in PROMPTS)
     svc = gw.gateway.admission
     assert svc is not None
-    svc.limits.set(LimitTarget("batchclamp"), {"tpm": prompt + 10})
+    svc.limits.set(LimitTarget("batchclamp"), {"tpm": prompt + 20})
     client = _client(gw, gw.create_key("batchclamp", app="a"))
     resp = client.completions.create(model=MODEL, prompt=PROMPTS, max_tokens=50)
     assert [_count(gw, c.text) for c in resp.choices] == [3, 3, 3]
@@ -149,6 +150,7 @@ def test_a_clamped_batch_gets_a_cap_per_prompt(gw: GatewayThread) -> None:
     ({"prompt": ["a"] * (MAX_PROMPTS + 1)}, "prompt", f"at most {MAX_PROMPTS}"),
     ({"prompt": ["a"] * 40, "n": 4}, "n", f"at most {MAX_CHOICES}"),
     ({"prompt": [[-1]]}, "prompt", "outside the vocabulary"),
+    ({"prompt": [[1], [-1]]}, "prompt[1]", "outside the vocabulary"),
 ])
 def test_bad_batches_are_400s_naming_the_field(gw: GatewayThread, key: str,
                                                body: dict[str, Any], param: str,

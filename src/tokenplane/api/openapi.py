@@ -163,6 +163,11 @@ def _admin_paths() -> dict[str, Any]:
         f"{PREFIX}/usage/top": {"get": _op("top consumers", params=report + _params(
             "query", by=by, order={"type": "string", "enum": ["cost", "tokens"]},
             limit={"type": "integer", "minimum": 1, "maximum": 10_000}))},
+        f"{PREFIX}/tools": {"get": _op(
+            "MCP tool calls by tool (and app) from the audit log: calls, denials, result "
+            "tokens, latency (docs/MCP.md)", params=_params(
+                "query", since={"type": "string"}, until={"type": "string"},
+                tenant={"type": "string"}, by_app={"type": "boolean"}))},
         f"{PREFIX}/usage/clients": {"get": _op(
             "requests, tokens and cost by API and client (day rollups)", params=report
             + _params("query", by={"type": "string", "description":

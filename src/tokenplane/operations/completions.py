@@ -74,9 +74,10 @@ def validate_completion(body: dict[str, Any]) -> None:
     check_common(body)
     p = body["prompt"]
     if isinstance(p, list):
-        for item in prompt_list(p):
-            if isinstance(item, list):
-                check_token_ids(item, "prompt")
+        items = prompt_list(p)
+        for i, item in enumerate(items):
+            if isinstance(item, list):  # a batch names the prompt that holds the bad id
+                check_token_ids(item, "prompt" if len(items) == 1 else f"prompt[{i}]")
 
 
 def check_batch(prompt: Any, n: Any) -> None:

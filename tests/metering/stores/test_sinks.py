@@ -330,7 +330,7 @@ async def test_a_v10_ledger_gains_the_client_rollups_empty(
     await _old_ledger(sink_target, monkeypatch, 10, make_event(1), V11_COLUMNS)
     sink = await open_sink(sink_target)
     try:
-        assert sink.applied_migrations == [11]  # type: ignore[attr-defined]
+        assert sink.applied_migrations == [11, 12]  # type: ignore[attr-defined]
         assert await _scalar(sink, "SELECT COUNT(*) FROM client_rollups") == 0
         new = [make_event(2, operation="messages", client="claude-cli"), make_event(3)]
         assert await sink.write(new) == 2
