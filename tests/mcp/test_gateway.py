@@ -181,8 +181,13 @@ def test_bad_messages_get_json_rpc_errors(gw: GatewayThread) -> None:
         assert r.status_code == 404 and r.json()["error"]["code"] == -32601
         r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
         assert r.status_code == 401 and r.json()["error"]["code"] == -32001
+        r = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                 "params": {}}, headers={"x-tokenplane-model": "gpt-nope"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == -32602
+        assert "x-tokenplane-model" in r.json()["error"]["message"]
         init = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                     "params": {"protocolVersion": "2025-11-25"}})
+        assert init.json()["result"]["protocolVersion"] == "2025-11-25"
         sid = init.headers["mcp-session-id"]
         s = {"mcp-session-id": sid}
         r = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "nope/x"}, headers=s)

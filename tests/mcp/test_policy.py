@@ -16,7 +16,7 @@ from tokenplane.mcp.globs import GlobSet
 from tokenplane.mcp.limits import InFlight, RateLog, RateRule
 from tokenplane.mcp.names import qualify, qualify_uri, split, split_uri
 from tokenplane.mcp.policy import McpPolicy
-from tokenplane.mcp.results import result_texts, truncate
+from tokenplane.mcp.results import result_texts, structured_json, truncate
 from tokenplane.tokens.registry import TokenizerRegistry
 
 
@@ -159,6 +159,8 @@ def test_truncation_is_exact_to_the_token() -> None:
     small = truncate({"content": [{"type": "text", "text": "hi"}]}, 100, tok, tok.count)
     assert not small.truncated and small.tokens_after == small.tokens_before
     assert result_texts({"structuredContent": {"a": 1}}) == ['{"a":1}']
+    assert structured_json({"content": [], "structuredContent": {"r": "é/x"}}) == '{"r":"é/x"}'
+    assert structured_json({"content": []}) is None
 
 
 def test_tool_costs_link_each_step_to_the_latest_call_before_it() -> None:
@@ -167,6 +169,17 @@ def test_tool_costs_link_each_step_to_the_latest_call_before_it() -> None:
 
     d = forwarded_digests(["result A"])
     assert message_digests([{"role": "tool", "content": " result A\n"}]) == tuple(d)
+    # a result with structuredContent is found again as the JSON Claude Code sends
+    both = forwarded_digests(["result A"], '{"result":"result A"}')
+    assert both[0] == d[0] and len(both) == 2
+    assert message_digests([{"role": "tool", "content": '{"result":"result A"}'}]) == (
+        both[1],)
+    # and under its text without the <system-reminder> sections Claude Code appends
+    reminded = ("result A\n\n<system-reminder>\n9 tokens left\n</system-reminder>\n"
+                "<system-reminder>x</system-reminder>\n")
+    assert message_digests([{"role": "tool", "content": reminded}])[1:] == tuple(d)
+    inner = "a <system-reminder>x</system-reminder> b"  # only the sections at its end
+    assert len(message_digests([{"role": "tool", "content": inner}])) == 1
 
     def call(rid: str, ts: float, tokens: int, digests: list[str]) -> dict[str, Any]:
         return {"kind": "mcp", "method": "tools/call", "decision": "allow", "tenant": "t",

@@ -37,6 +37,14 @@ def result_texts(result: Any) -> list[str]:
     return texts
 
 
+def structured_json(result: Any) -> str | None:
+    """A result's ``structuredContent`` as compact JSON (as ``JSON.stringify`` writes
+    it: Claude Code gives the model that instead of the text blocks), or None."""
+    if not isinstance(result, dict) or result.get("structuredContent") is None:
+        return None
+    return orjson.dumps(result["structuredContent"]).decode()
+
+
 def read_texts(result: Any) -> list[str]:
     """The texts of a ``ReadResourceResult`` or a ``GetPromptResult``."""
     texts: list[str] = []

@@ -20,7 +20,7 @@ from tokenplane.mcp.gateway.sessions import McpSession
 from tokenplane.mcp.jsonrpc import RpcError
 from tokenplane.mcp.names import qualify
 from tokenplane.mcp.policy import McpPolicy
-from tokenplane.mcp.results import result_texts, truncate
+from tokenplane.mcp.results import result_texts, structured_json, truncate
 from tokenplane.sessions.tool_links import forwarded_digests
 from tokenplane.tokens.base import Tokenizer
 
@@ -64,7 +64,7 @@ class ResultGuard:
         texts = result_texts(result)
         entry.content = {**(entry.content or {}), "result": texts}
         self.screen(p, texts, entry)
-        entry.result_digests = forwarded_digests(texts)
+        entry.result_digests = forwarded_digests(texts, structured_json(result))
         model = self.model_for(p, session)
         if model is None or not isinstance(result, dict):
             return result
