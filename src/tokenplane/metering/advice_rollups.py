@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tokenplane.metering.day_sums import day, sums_by_key, upsert_sums_sql
 from tokenplane.metering.events import UsageEvent
 
 ADVICE_KEY: tuple[str, ...] = (
@@ -21,7 +22,6 @@ ADVICE_MEASURES: tuple[str, ...] = (
     "tool_output_removed",
 )
 ADVICE_COLUMNS: tuple[str, ...] = (*ADVICE_KEY, *ADVICE_MEASURES)
-DAY_S = 86400
 
 AdviceRow = tuple[Any, ...]
 
@@ -40,27 +40,16 @@ def advice_measures(ev: UsageEvent) -> list[int]:
     ]
 
 
-def advice_rows(events: Iterable[UsageEvent]) -> list[AdviceRow]:
+def advice_rows(events: Iterable[UsageEvent]) -> list[tuple[Any, ...]]:
     """Sums per key of the events, sorted by key (lock order)."""
-    acc: dict[tuple[Any, ...], list[int]] = {}
-    for ev in events:
-        key = (int(ev.ts) // DAY_S * DAY_S, ev.tenant, ev.app, ev.model,
-               ev.model_version or "", ev.system_fingerprint or "", ev.currency)
-        values = advice_measures(ev)
-        cur = acc.get(key)
-        if cur is None:
-            acc[key] = values
-        else:
-            for i, v in enumerate(values):
-                cur[i] += v
-    return [(*key, *vals) for key, vals in sorted(acc.items())]
+    return sums_by_key(events, _key, advice_measures)
+
+
+def _key(ev: UsageEvent) -> tuple[Any, ...]:
+    return (day(ev.ts), ev.tenant, ev.app, ev.model, ev.model_version or "",
+            ev.system_fingerprint or "", ev.currency)
 
 
 def upsert_advice_sql(placeholder: Callable[[int], str], source: str | None = None) -> str:
-    """Upsert of one advice row; with ``source`` (a SELECT), of all the rows it yields."""
-    cols = ", ".join(ADVICE_COLUMNS)
-    values = ", ".join(placeholder(i) for i in range(len(ADVICE_COLUMNS)))
-    rows = f"VALUES ({values})" if source is None else source
-    sums = ", ".join(f"{m} = advice_rollups.{m} + excluded.{m}" for m in ADVICE_MEASURES)
-    return (f"INSERT INTO advice_rollups ({cols}) {rows} "
-            f"ON CONFLICT ({', '.join(ADVICE_KEY)}) DO UPDATE SET {sums}")
+    """Upsert of one row; with ``source`` (a SELECT), of all the rows it yields."""
+    return upsert_sums_sql("advice_rollups", ADVICE_KEY, ADVICE_MEASURES, placeholder, source)

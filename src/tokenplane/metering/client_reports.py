@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from tokenplane.metering.client_rollups import CLIENT_MEASURES, DAY_S
+from tokenplane.metering.client_rollups import CLIENT_MEASURES
+from tokenplane.metering.day_sums import DAY_S
 from tokenplane.metering.reports import TimeBound, _epoch
 from tokenplane.metering.stores.base import LedgerSink
 

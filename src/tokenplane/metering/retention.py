@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tokenplane.metering.advice_rollups import DAY_S
+from tokenplane.metering.day_sums import DAY_S
 from tokenplane.metering.rollups import GRAINS
 from tokenplane.metering.stores.base import LedgerSink
 

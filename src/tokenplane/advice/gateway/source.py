@@ -23,7 +23,8 @@ from tokenplane.advice.model import Aggregate, FeedbackAggregate, Rates, Thresho
 from tokenplane.advice.tool_calls import tool_aggregates
 from tokenplane.governance.audit.multi import log_dirs
 from tokenplane.governance.audit.segments import iter_records
-from tokenplane.metering.advice_rollups import ADVICE_MEASURES, DAY_S
+from tokenplane.metering.advice_rollups import ADVICE_MEASURES
+from tokenplane.metering.day_sums import DAY_S
 from tokenplane.metering.events import UsageEvent
 from tokenplane.metering.feedback import feedback_sums
 from tokenplane.metering.pricing import PriceBook
