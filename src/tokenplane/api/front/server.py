@@ -75,6 +75,7 @@ class Front:
         self.dialect_for = routes.operations.dialect_for
         self.stall_s = routes.stream_stall_s  # a stream whose client reads nothing ends
         self.closing = False
+        self.slow_s = SLOW_S  # how long without a whole request makes a connection slow
         self.connections: set[FrontConnection] = set()
         # admitted connections that have not yet sent a whole request, oldest first
         # (their open time): when the pool runs low, the oldest slow ones are shed
@@ -137,7 +138,7 @@ class Front:
         if not self.unproven:
             return False
         conn, since = next(iter(self.unproven.items()))
-        if time.monotonic() - since < SLOW_S:
+        if time.monotonic() - since < self.slow_s:
             return False
         del self.unproven[conn]
         self.shed += 1
