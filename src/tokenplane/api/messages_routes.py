@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tokenplane.api.key_auth import key_principal
 from tokenplane.auth.scope_check import check_inference_scope
 from tokenplane.dialects.anthropic.request import to_chat
-from tokenplane.dialects.base import api_key
 from tokenplane.dialects.extensions import strip_extensions
 from tokenplane.errors import GatewayError
 from tokenplane.lru import Lru
@@ -62,10 +62,7 @@ class MessagesRoutes:
 
     async def count_tokens(self, request: web.Request) -> web.Response:
         dialect = MESSAGES.dialect
-        key = api_key(request.headers, dialect.auth_headers)
-        principal = self.keys.authenticate(key) if key else None
-        if principal is None:
-            raise GatewayError(401, "You didn't provide a valid API key.", code="invalid_api_key")
+        principal = key_principal(self.keys, request.headers, dialect)
         check_inference_scope(principal)  # a read-only key counts no prompt
         v.check_content_type(request.headers.get("content-type"))
         raw = v.parse_json_object(await request.read())

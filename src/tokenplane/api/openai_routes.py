@@ -18,9 +18,10 @@ import orjson
 from aiohttp import web
 
 from tokenplane import __version__
+from tokenplane.api.key_auth import key_principal
 from tokenplane.api.openapi import openapi_document
 from tokenplane.auth.principal import Principal
-from tokenplane.dialects.base import OPENAI, AnswerInfo, Dialect, api_key
+from tokenplane.dialects.base import OPENAI, AnswerInfo, Dialect
 from tokenplane.errors import GatewayError
 from tokenplane.meta.keystore import KeyStore
 from tokenplane.observe.metrics import GatewayMetrics
@@ -249,12 +250,8 @@ class OpenAIRoutes:
         return resp
 
     def _principal(self, request: web.Request) -> Principal:
-        dialect = self.operations.dialect_for(request.path)
-        key = api_key(request.headers, dialect.auth_headers)
-        principal = self.keys.authenticate(key) if key else None
-        if principal is None:
-            raise GatewayError(401, "You didn't provide a valid API key.", code="invalid_api_key")
-        return principal
+        return key_principal(self.keys, request.headers,
+                             self.operations.dialect_for(request.path))
 
     async def models(self, request: web.Request) -> web.Response:
         principal = self._principal(request)
