@@ -93,7 +93,7 @@ class Traffic:
         self._steady: threading.Thread | None = None
         self.stop = threading.Event()
 
-    def _one(self, max_tokens: int, stream: bool) -> None:
+    def _one(self, max_tokens: int, stream: bool) -> bool:
         try:
             if stream:
                 chunks = list(self.client.chat.completions.create(
@@ -109,9 +109,10 @@ class Traffic:
             with self._lock:  # the first few kept: a loop that fails fast stays bounded
                 if len(self.errors) < 20:
                     self.errors.append(exc)
-        else:
-            with self._lock:
-                self.ok += 1
+            return False
+        with self._lock:
+            self.ok += 1
+        return True
 
     def burst(self, n: int, max_tokens: int) -> None:
         for i in range(n):
@@ -123,9 +124,7 @@ class Traffic:
         """One short request after another until ``stop``."""
         def loop() -> None:
             while not self.stop.is_set():
-                failed = len(self.errors)
-                self._one(8, False)
-                if len(self.errors) > failed:
+                if not self._one(8, False):
                     self.stop.wait(0.05)  # a failing gateway is not hammered
         t = threading.Thread(target=loop)
         t.start()
